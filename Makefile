@@ -1,0 +1,36 @@
+# Thin wrapper over CMake presets. `make run` and `make test` are the two
+# commands README.md opens with.
+JOBS ?= $(shell nproc)
+.PHONY: all deps build build-asan build-clang run test clean purity
+
+all: build
+
+deps:
+	@tools/deps.sh
+
+build: deps
+	@cmake --preset default >/dev/null
+	@cmake --build --preset default -j $(JOBS)
+
+build-asan: deps
+	@cmake --preset asan >/dev/null
+	@cmake --build --preset asan -j $(JOBS)
+
+build-clang: deps
+	@cmake --preset clang >/dev/null
+	@cmake --build --preset clang -j $(JOBS)
+
+build-prod: deps
+	@cmake --preset prod >/dev/null
+	@cmake --build --preset prod -j $(JOBS)
+
+purity:
+	@tools/check_core_purity.sh
+
+run: build
+	@build/bin/kvdemo
+
+# Every suite, in the checked gcc build and the ASan+UBSan clang build, plus
+# the production build (proves bug switches compile out) and the purity gate.
+test: purity build build-asan build-clang build-prod
+	@tools/run_tests.sh

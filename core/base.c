@@ -1,0 +1,133 @@
+/* core/base.c — status names, logging and violation helpers, small value
+ * types (block tables, id lists). Pure functions; no state. */
+#include <stdarg.h>
+#include <stdio.h> /* vsnprintf only: formatting, no I/O */
+#include <string.h>
+
+#include "kvconn/actor.h"
+#include "kvconn/connector.h"
+#include "kvconn/env.h"
+#include "kvconn/status.h"
+#include "kvconn/types.h"
+
+const char *kv_status_str(kv_status s) {
+    switch (s) {
+    case KV_OK: return "KV_OK";
+    case KV_EINVAL: return "KV_EINVAL";
+    case KV_ENOMEM: return "KV_ENOMEM";
+    case KV_EFULL: return "KV_EFULL";
+    case KV_ENOENT: return "KV_ENOENT";
+    case KV_EEXIST: return "KV_EEXIST";
+    case KV_ERANGE: return "KV_ERANGE";
+    case KV_EPROTO: return "KV_EPROTO";
+    case KV_EVERSION: return "KV_EVERSION";
+    case KV_ETIMEDOUT: return "KV_ETIMEDOUT";
+    case KV_ECANCELED: return "KV_ECANCELED";
+    case KV_ECONNRESET: return "KV_ECONNRESET";
+    case KV_EIO: return "KV_EIO";
+    case KV_ESTATE: return "KV_ESTATE";
+    case KV_EAGAIN: return "KV_EAGAIN";
+    case KV_ENOSYS: return "KV_ENOSYS";
+    }
+    return "KV_E(unknown)";
+}
+
+const char *kv_inv_name(kv_inv inv) {
+    static const char *const names[KV_INV_COUNT] = {
+        [KV_INV_CONSERVE] = "INV-CONSERVE", [KV_INV_LEAK] = "INV-LEAK",
+        [KV_INV_STRAY] = "INV-STRAY",       [KV_INV_LIVE] = "INV-LIVE",
+        [KV_INV_OWNER] = "INV-OWNER",       [KV_INV_SAVE] = "INV-SAVE",
+        [KV_INV_DATA] = "INV-DATA",         [KV_INV_SCHED_ASSERT] = "SCHED-ASSERT",
+    };
+    return (unsigned)inv < KV_INV_COUNT ? names[inv] : "INV-?";
+}
+
+const char *kv_req_status_name(kv_req_status s) {
+    static const char *const names[KV_RS_COUNT] = {
+        [KV_RS_WAITING] = "WAITING",
+        [KV_RS_WAITING_FOR_REMOTE_KVS] = "WAITING_FOR_REMOTE_KVS",
+        [KV_RS_RUNNING] = "RUNNING",
+        [KV_RS_PREEMPTED] = "PREEMPTED",
+        [KV_RS_FINISHED_STOPPED] = "FINISHED_STOPPED",
+        [KV_RS_FINISHED_LENGTH_CAPPED] = "FINISHED_LENGTH_CAPPED",
+        [KV_RS_FINISHED_ABORTED] = "FINISHED_ABORTED",
+        [KV_RS_FINISHED_ERROR] = "FINISHED_ERROR",
+    };
+    return (unsigned)s < KV_RS_COUNT ? names[s] : "?";
+}
+
+void kv_logf(const kv_env *e, kv_log_level level, const char *fmt, ...) {
+    if (!e || !e->log) return;
+    va_list ap;
+    va_start(ap, fmt);
+    e->log(e->ctx, level, fmt, ap);
+    va_end(ap);
+}
+
+void kv_violate(const kv_env *e, kv_inv inv, uint32_t engine, uint32_t req, const char *fmt, ...) {
+    char detail[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    kv_violation v = {.inv = inv,
+                      .actor = e->current_actor ? kv_current_actor(e) : KV_ACTOR_NONE,
+                      .engine = engine,
+                      .req = req,
+                      .detail = detail};
+    e->violation(e->ctx, &v);
+}
+
+void kv_owner_check_slow(const kv_env *env, const kv_owner *o, uint32_t engine) {
+    kv_violate(env, KV_INV_OWNER, engine, KV_REQ_NONE, "%s owned by actor %u touched by actor %u",
+               o->what ? o->what : "structure", o->actor, kv_current_actor(env));
+}
+
+bool kv_blocks_any(const kv_block_table *t) {
+    for (uint32_t g = 0; g < t->n_groups; g++)
+        for (uint32_t i = 0; i < t->n[g]; i++)
+            if (t->id[g][i] != KV_NULL_BLOCK) return true;
+    return false;
+}
+
+uint32_t kv_blocks_count_real(const kv_block_table *t) {
+    uint32_t c = 0;
+    for (uint32_t g = 0; g < t->n_groups; g++)
+        for (uint32_t i = 0; i < t->n[g]; i++) c += t->id[g][i] != KV_NULL_BLOCK;
+    return c;
+}
+
+void kv_blocks_clear(kv_block_table *t, uint32_t n_groups) {
+    memset(t, 0, sizeof *t);
+    t->n_groups = n_groups;
+}
+
+bool kv_id_list_has(const kv_id_list *l, uint32_t id) {
+    for (uint32_t i = 0; i < l->n; i++)
+        if (l->id[i] == id) return true;
+    return false;
+}
+
+bool kv_id_list_add(kv_id_list *l, uint32_t id) {
+    if (kv_id_list_has(l, id)) return true;
+    if (l->n >= KV_ENGINE_REQS_MAX) return false;
+    l->id[l->n++] = id;
+    return true;
+}
+
+bool kv_id_list_remove(kv_id_list *l, uint32_t id) {
+    for (uint32_t i = 0; i < l->n; i++) {
+        if (l->id[i] != id) continue;
+        memmove(&l->id[i], &l->id[i + 1], (l->n - i - 1) * sizeof l->id[0]);
+        l->n--;
+        return true;
+    }
+    return false;
+}
+
+void kv_conn_output_clear(kv_conn_output *o) {
+    o->finished_sending.n = 0;
+    o->finished_recving.n = 0;
+    o->failed_recving.n = 0;
+    o->invalid_blocks.n = 0;
+}

@@ -1,0 +1,19 @@
+/* kvconn/limits.h — every bound in one place (TigerBeetle style: all memory is
+ * sized at start-up from these numbers; nothing grows on the hot path). */
+#ifndef KVCONN_LIMITS_H
+#define KVCONN_LIMITS_H
+
+#define KV_GROUPS_MAX 5u          /* KV cache groups per model (DSv4 has 5) */
+#define KV_REQ_BLOCKS_MAX 64u     /* blocks one request may hold in one group */
+#define KV_ENGINE_REQS_MAX 64u    /* live requests in one engine */
+#define KV_TP_MAX 4u              /* tensor-parallel workers per engine */
+#define KV_ENGINES_MAX 8u         /* engines in one world (P + D) */
+#define KV_POOL_BLOCKS_MAX 4096u  /* blocks in one group's pool */
+#define KV_BLOCK_BYTES_MAX 4096u  /* bytes of KV one block holds on one worker */
+#define KV_MSG_PAYLOAD_MAX 16384u /* largest message payload posted to a mailbox */
+#define KV_WIRE_MAX 65536u        /* largest encoded control message */
+#define KV_PULL_REQS_MAX 32u      /* requests in one D->P pull message */
+#define KV_ERR_MSG_MAX 96u        /* bytes of an ERROR response's message */
+#define KV_ADDR_MAX 48u           /* bytes of a transport address string */
+
+#endif

@@ -1,0 +1,77 @@
+/* kvconn/types.h — value types shared by the engine model and connectors. */
+#ifndef KVCONN_TYPES_H
+#define KVCONN_TYPES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvconn/limits.h"
+#include "kvconn/transport.h"
+
+#define KV_REQ_NONE UINT32_MAX
+/* Block id 0 of every pool is vLLM's null block: a placeholder for slots a
+ * sliding-window or mamba group no longer holds. It is never allocated. */
+#define KV_NULL_BLOCK 0u
+
+typedef enum kv_group_kind { KV_GROUP_FULL = 0, KV_GROUP_SLIDING = 1, KV_GROUP_MAMBA = 2 } kv_group_kind;
+
+typedef struct kv_group_cfg {
+    uint8_t kind;       /* kv_group_kind */
+    uint32_t window;    /* tokens, KV_GROUP_SLIDING only */
+} kv_group_cfg;
+
+/* Per-group block ids of one request (vLLM's tuple[list[int], ...]).
+ * n_groups == 0 is the empty tuple `()`. */
+typedef struct kv_block_table {
+    uint32_t n_groups;                              /* 0..KV_GROUPS_MAX */
+    uint32_t n[KV_GROUPS_MAX];                      /* ids used in each group */
+    uint32_t id[KV_GROUPS_MAX][KV_REQ_BLOCKS_MAX];  /* block ids; KV_NULL_BLOCK allowed */
+} kv_block_table;
+
+/* True when some group holds a non-null block (Python's any(blocks)). */
+bool kv_blocks_any(const kv_block_table *t);
+uint32_t kv_blocks_count_real(const kv_block_table *t);
+void kv_blocks_clear(kv_block_table *t, uint32_t n_groups);
+
+/* kv_transfer_params, as the proxy injects them. */
+typedef struct kv_xfer_params {
+    bool do_remote_prefill;   /* D: fetch the prompt's KV from remote_engine */
+    bool do_remote_decode;    /* P: hold the KV for a decoder to pull */
+    bool has_transfer_id;
+    bool has_remote_engine;
+    bool has_bootstrap;
+    uint32_t transfer_id;
+    uint32_t remote_engine;   /* engine index of P */
+    kvt_addr remote_bootstrap;/* bootstrap address of P */
+} kv_xfer_params;
+
+typedef enum kv_fail_policy { KV_POLICY_FAIL = 0, KV_POLICY_RECOMPUTE = 1 } kv_fail_policy;
+
+/* A bounded list of request ids. */
+typedef struct kv_id_list {
+    uint32_t n;
+    uint32_t id[KV_ENGINE_REQS_MAX];
+} kv_id_list;
+
+bool kv_id_list_has(const kv_id_list *l, uint32_t id);
+/* Appends unless present; false when full. */
+bool kv_id_list_add(kv_id_list *l, uint32_t id);
+bool kv_id_list_remove(kv_id_list *l, uint32_t id);
+
+/* (group, block) pairs whose load failed (vLLM's invalid_block_ids). */
+typedef struct kv_bad_blocks {
+    uint32_t n;
+    struct { uint32_t group, block; } e[KV_ENGINE_REQS_MAX * 4];
+} kv_bad_blocks;
+
+/* KVConnectorOutput: what the worker side reports after a step. */
+typedef struct kv_conn_output {
+    kv_id_list finished_sending;
+    kv_id_list finished_recving;
+    kv_id_list failed_recving; /* request-level load failures (HMA, >1 group) */
+    kv_bad_blocks invalid_blocks;
+} kv_conn_output;
+
+void kv_conn_output_clear(kv_conn_output *o);
+
+#endif

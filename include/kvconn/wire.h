@@ -1,0 +1,85 @@
+/* kvconn/wire.h — the control-message codec (vLLM's msgpack side channel).
+ *
+ * Frame: magic "KV" (2 bytes), version (1), type (1), payload length (4,
+ * little endian), payload. Every length and index is bounds-checked on
+ * decode: garbage in gives KV_EPROTO / KV_EVERSION, never a crash, never a
+ * write outside the output struct. encode(decode(x)) is canonical, so
+ * decode -> encode -> decode is a fixed point. */
+#ifndef KVCONN_WIRE_H
+#define KVCONN_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvconn/status.h"
+#include "kvconn/types.h"
+
+#define KV_WIRE_VERSION 1u
+#define KV_WIRE_HDR_BYTES 8u
+
+typedef enum kv_wire_type {
+    KV_WIRE_XFER_META = 1, /* D -> P: MooncakeXferMetadata */
+    KV_WIRE_XFER_RESP = 2, /* P -> D: MooncakeXferResponse */
+    KV_WIRE_BOOT_REG = 3,  /* P -> bootstrap: register a worker */
+    KV_WIRE_BOOT_QUERY = 4,/* D -> bootstrap: where is engine E */
+    KV_WIRE_BOOT_REPLY = 5,/* bootstrap -> D */
+} kv_wire_type;
+
+typedef enum kv_xfer_status { KV_XFER_FINISH = 0, KV_XFER_CONTINUE = 1, KV_XFER_ERROR = 2 } kv_xfer_status;
+
+/* One request of a pull: D's request, the transfer id, D's block ids. */
+typedef struct kv_wire_req_blocks {
+    uint32_t d_req;
+    uint32_t transfer_id;
+    kv_block_table blocks;
+} kv_wire_req_blocks;
+
+typedef struct kv_wire_xfer_meta {
+    uint32_t d_engine;         /* D's engine index */
+    uint32_t d_tp_size;
+    uint32_t d_tp_rank;
+    uint32_t batch;            /* D's pull-batch id, echoed in responses */
+    kvt_addr d_addr;           /* D worker's endpoint (P connects here to write) */
+    uint32_t n_groups;
+    kvt_desc region[KV_GROUPS_MAX]; /* D's region per group */
+    uint32_t block_bytes;      /* bytes of one block on one D worker */
+    uint32_t n_reqs;
+    kv_wire_req_blocks req[KV_PULL_REQS_MAX];
+} kv_wire_xfer_meta;
+
+typedef struct kv_wire_xfer_resp {
+    uint32_t status;  /* kv_xfer_status */
+    uint32_t batch;
+    uint32_t p_tp_rank;
+    uint32_t n_ok;
+    uint32_t ok[KV_PULL_REQS_MAX];
+    uint32_t n_err;
+    uint32_t err[KV_PULL_REQS_MAX];
+    char err_msg[KV_ERR_MSG_MAX]; /* NUL-terminated */
+} kv_wire_xfer_resp;
+
+typedef struct kv_wire_boot {
+    uint32_t engine;
+    uint32_t tp_size;
+    uint32_t tp_rank;  /* BOOT_REG */
+    uint32_t found;    /* BOOT_REPLY: 1 if the engine is known */
+    kvt_addr addr[KV_TP_MAX]; /* BOOT_REG: addr[0]; BOOT_REPLY: one per rank */
+} kv_wire_boot;
+
+typedef struct kv_wire_msg {
+    uint32_t type; /* kv_wire_type */
+    union {
+        kv_wire_xfer_meta meta;
+        kv_wire_xfer_resp resp;
+        kv_wire_boot boot;
+    } u;
+} kv_wire_msg;
+
+/* Encodes m into buf[cap]; KV_EINVAL if m is out of its own bounds,
+ * KV_ENOMEM if cap is too small. */
+kv_status kv_wire_encode(const kv_wire_msg *m, uint8_t *buf, size_t cap, size_t *out_len);
+/* Decodes exactly len bytes. On error *out is zeroed and nothing else is
+ * written. */
+kv_status kv_wire_decode(const uint8_t *buf, size_t len, kv_wire_msg *out);
+
+#endif
