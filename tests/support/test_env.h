@@ -1,0 +1,27 @@
+/* tests/support/test_env.h — a kv_env for unit tests: libc heap, a settable
+ * clock, a seeded PRNG, and a violation recorder the test can inspect. */
+#ifndef KVCONN_TEST_ENV_H
+#define KVCONN_TEST_ENV_H
+
+#include <stdint.h>
+
+#include "kvconn/env.h"
+
+#define TEST_ENV_VIOLATIONS_MAX 64
+
+typedef struct test_env {
+    kv_env env;              /* pass &te.env to the code under test */
+    uint64_t now_ns;         /* the clock; tests set it */
+    uint64_t rng;            /* splitmix state */
+    uint32_t actor;          /* what current_actor returns */
+    uint32_t n_violations;   /* recorded so far */
+    kv_violation v[TEST_ENV_VIOLATIONS_MAX]; /* detail points into text[] */
+    char text[TEST_ENV_VIOLATIONS_MAX][256];
+    int quiet;               /* 1: do not print log lines */
+} test_env;
+
+void test_env_init(test_env *te);
+/* Number of recorded violations of one invariant. */
+uint32_t test_env_count(const test_env *te, kv_inv inv);
+
+#endif
