@@ -3,8 +3,10 @@
  * Each thread of vLLM's connector worker (model-runner main, P sender_loop,
  * D receiver_loop) and the engine scheduler is an actor: a struct of state it
  * alone owns plus one handler. Actors talk only by posting messages; a post
- * copies the payload into the destination's bounded mailbox, so no pointer
- * crosses an actor boundary and ownership never has to be negotiated.
+ * copies the payload into the destination's bounded mailbox, so ownership
+ * never has to be negotiated. The one exception is a step's frozen
+ * scheduler output (connector.h), which the scheduler publishes read-only to
+ * its own workers until the step's results are back.
  *
  * The runtime decides who runs next. The simulator's runtime is single
  * threaded and takes that choice from the scenario's choice stream; the
@@ -36,8 +38,11 @@ typedef struct kv_rt kv_rt;
 
 typedef struct kv_rt_ops {
     size_t size; /* sizeof(kv_rt_ops) */
-    /* Register an actor. Its mailbox holds up to mailbox_bytes of messages. */
-    kv_status (*spawn)(kv_rt *rt, const char *name, kv_actor_fn fn, void *self,
+    /* Register an actor living on `node` (a process: posts between nodes
+     * cross the network and may be delayed; posts within a node are FIFO and
+     * immediate). Its mailbox holds up to mailbox_bytes of messages. Called
+     * only at start-up. */
+    kv_status (*spawn)(kv_rt *rt, const char *name, uint32_t node, kv_actor_fn fn, void *self,
                        uint32_t mailbox_bytes, uint32_t *out_id);
     /* Copy a message into `to`'s mailbox; KV_EFULL if it does not fit. */
     kv_status (*post)(kv_rt *rt, uint32_t to, uint32_t kind, const void *payload, uint32_t len);
@@ -52,9 +57,9 @@ struct kv_rt {
     void *impl;        /* backend state */
 };
 
-static inline kv_status kv_rt_spawn(kv_rt *rt, const char *name, kv_actor_fn fn, void *self,
-                                    uint32_t mailbox_bytes, uint32_t *out_id) {
-    return rt->ops->spawn(rt, name, fn, self, mailbox_bytes, out_id);
+static inline kv_status kv_rt_spawn(kv_rt *rt, const char *name, uint32_t node, kv_actor_fn fn,
+                                    void *self, uint32_t mailbox_bytes, uint32_t *out_id) {
+    return rt->ops->spawn(rt, name, node, fn, self, mailbox_bytes, out_id);
 }
 static inline kv_status kv_rt_post(kv_rt *rt, uint32_t to, uint32_t kind, const void *p, uint32_t len) {
     return rt->ops->post(rt, to, kind, p, len);

@@ -14,6 +14,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Marks a function taking (fmt, va_list) at argument i, for -Wformat=2. */
+#if defined(__GNUC__)
+#define KV_FMT_VA(i) __attribute__((format(printf, i, 0)))
+#else
+#define KV_FMT_VA(i)
+#endif
+
 typedef enum kv_log_level { KV_LOG_DEBUG, KV_LOG_INFO, KV_LOG_WARN, KV_LOG_ERROR } kv_log_level;
 
 /* Invariants of DESIGN.md section 7 plus the engine scheduler's own

@@ -40,6 +40,8 @@ typedef uint32_t kvt_ep;
 typedef uint32_t kvt_peer;
 
 #define KVT_NONE UINT32_MAX
+/* Most WRITE entries one submit may carry; callers split larger rounds. */
+#define KVT_BATCH_WRITES_MAX 64u
 
 /* An endpoint's public address ("sim:3/7", "127.0.0.1:40112"). */
 typedef struct kvt_addr {

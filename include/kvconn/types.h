@@ -59,9 +59,15 @@ bool kv_id_list_add(kv_id_list *l, uint32_t id);
 bool kv_id_list_remove(kv_id_list *l, uint32_t id);
 
 /* (group, block) pairs whose load failed (vLLM's invalid_block_ids). */
+typedef struct kv_bad_block {
+    uint32_t group, block;
+} kv_bad_block;
+
+#define KV_BAD_BLOCKS_MAX (KV_ENGINE_REQS_MAX * 4u)
+
 typedef struct kv_bad_blocks {
     uint32_t n;
-    struct { uint32_t group, block; } e[KV_ENGINE_REQS_MAX * 4];
+    kv_bad_block e[KV_BAD_BLOCKS_MAX];
 } kv_bad_blocks;
 
 /* KVConnectorOutput: what the worker side reports after a step. */

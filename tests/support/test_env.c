@@ -23,7 +23,7 @@ static uint64_t te_rand(void *ctx) {
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
 }
-static void te_log(void *ctx, kv_log_level lvl, const char *fmt, va_list ap) {
+KV_FMT_VA(3) static void te_log(void *ctx, kv_log_level lvl, const char *fmt, va_list ap) {
     test_env *te = ctx;
     if (te->quiet || lvl < KV_LOG_WARN) return;
     vfprintf(stderr, fmt, ap);

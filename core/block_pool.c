@@ -1,0 +1,413 @@
+/* core/block_pool.c — one engine's KV block pool for one group, with an LRU
+ * free list and a prefix-cache index; see block_pool.h for the contract.
+ *
+ * Free list: a doubly-linked queue of block ids through meta[].prev/next
+ * (0 = none). Block 0 (the null block) is never on it and never handed out.
+ *
+ * Prefix-cache index: open addressing with linear probing over index_cap
+ * slots (a power of two >= 2 * capacity, so the load factor stays <= 1/2 and
+ * the table never fills: each block carries at most one hash and each hash
+ * maps to at most one block). Key 0 marks an empty slot. Deletion uses
+ * backward-shift (no tombstones): after emptying a slot, later entries of the
+ * same probe run whose home slot does not lie cyclically in (hole, entry] are
+ * moved back into the hole, so every remaining key stays reachable from its
+ * home slot without a gap.
+ *
+ * Contract breaches (double free, ids out of range, tagging or caching a
+ * block that is not held, inconsistent state found by kv_pool_check) are
+ * reported as INV-CONSERVE naming engine, group and block; the offending
+ * operation is ignored so the pool stays consistent.
+ *
+ * Everything is deterministic: no pointer-order iteration, no randomness. */
+#include "core/block_pool.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "kvconn/types.h"
+
+/* ---- index --------------------------------------------------------------- */
+
+static uint64_t index_mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static uint32_t index_home(const kv_block_pool *p, uint64_t hash) {
+    return (uint32_t)(index_mix(hash) & (uint64_t)(p->index_cap - 1u));
+}
+
+/* Slot holding `hash`, or index_cap when absent. */
+static uint32_t index_find(const kv_block_pool *p, uint64_t hash) {
+    uint32_t mask = p->index_cap - 1u;
+    uint32_t s = index_home(p, hash);
+    for (uint32_t n = 0; n < p->index_cap; n++, s = (s + 1u) & mask) {
+        if (p->index_hash[s] == 0) return p->index_cap;
+        if (p->index_hash[s] == hash) return s;
+    }
+    return p->index_cap;
+}
+
+/* Inserts a key known to be absent. The table cannot be full (see top). */
+static void index_insert(kv_block_pool *p, uint64_t hash, uint32_t id) {
+    uint32_t mask = p->index_cap - 1u;
+    uint32_t s = index_home(p, hash);
+    for (uint32_t n = 0; n < p->index_cap; n++, s = (s + 1u) & mask) {
+        if (p->index_hash[s] != 0) continue;
+        p->index_hash[s] = hash;
+        p->index_block[s] = id;
+        p->n_cached_index++;
+        return;
+    }
+}
+
+/* True when home slot k lies cyclically in (hole, j]: the entry at j must
+ * then stay where it is. */
+static bool index_stays(uint32_t hole, uint32_t j, uint32_t k) {
+    if (hole <= j) return hole < k && k <= j;
+    return hole < k || k <= j;
+}
+
+/* Backward-shift deletion of slot s. */
+static void index_remove_slot(kv_block_pool *p, uint32_t s) {
+    uint32_t mask = p->index_cap - 1u;
+    uint32_t hole = s;
+    uint32_t j = s;
+    for (uint32_t n = 0; n < p->index_cap; n++) {
+        j = (j + 1u) & mask;
+        if (p->index_hash[j] == 0) break;
+        if (index_stays(hole, j, index_home(p, p->index_hash[j]))) continue;
+        p->index_hash[hole] = p->index_hash[j];
+        p->index_block[hole] = p->index_block[j];
+        hole = j;
+    }
+    p->index_hash[hole] = 0;
+    p->index_block[hole] = 0;
+    p->n_cached_index--;
+}
+
+/* Drops block id's hash from the index (if it is the indexed holder). */
+static void drop_hash(kv_block_pool *p, uint32_t id) {
+    uint64_t h = p->meta[id].hash;
+    if (h == 0) return;
+    uint32_t s = index_find(p, h);
+    if (s < p->index_cap && p->index_block[s] == id) index_remove_slot(p, s);
+    p->meta[id].hash = 0;
+}
+
+/* ---- free list ----------------------------------------------------------- */
+
+static void list_unlink(kv_block_pool *p, uint32_t id) {
+    kv_block_meta *m = &p->meta[id];
+    if (m->prev) p->meta[m->prev].next = m->next;
+    else p->head = m->next;
+    if (m->next) p->meta[m->next].prev = m->prev;
+    else p->tail = m->prev;
+    m->prev = m->next = 0;
+    m->on_free = 0;
+    p->n_free--;
+}
+
+static void list_append(kv_block_pool *p, uint32_t id) {
+    kv_block_meta *m = &p->meta[id];
+    m->prev = p->tail;
+    m->next = 0;
+    if (p->tail) p->meta[p->tail].next = id;
+    else p->head = id;
+    p->tail = id;
+    m->on_free = 1;
+    p->n_free++;
+}
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+static void pool_fill(kv_block_pool *p) {
+    memset(p->meta, 0, (size_t)p->capacity * sizeof p->meta[0]);
+    memset(p->index_hash, 0, (size_t)p->index_cap * sizeof p->index_hash[0]);
+    memset(p->index_block, 0, (size_t)p->index_cap * sizeof p->index_block[0]);
+    p->n_free = 0;
+    p->head = p->tail = 0;
+    p->n_cached_index = 0;
+    p->evictions = 0;
+    for (uint32_t id = 1; id < p->capacity; id++) list_append(p, id);
+}
+
+static uint32_t index_cap_for(uint32_t capacity) {
+    uint32_t cap = 2;
+    while (cap < 2u * capacity) cap *= 2u;
+    return cap;
+}
+
+static void pool_release(kv_block_pool *p) {
+    kv_release(p->env, p->meta);
+    kv_release(p->env, p->index_hash);
+    kv_release(p->env, p->index_block);
+    p->meta = NULL;
+    p->index_hash = NULL;
+    p->index_block = NULL;
+}
+
+kv_status kv_pool_init(kv_block_pool *p, const kv_env *env, uint32_t owner_actor, uint32_t engine,
+                       uint32_t group, uint32_t capacity) {
+    if (!p || !env) return KV_EINVAL;
+    memset(p, 0, sizeof *p);
+    /* capacity counts the null block; at most KV_POOL_BLOCKS_MAX usable. */
+    if (capacity < 1u || capacity > KV_POOL_BLOCKS_MAX + 1u) return KV_EINVAL;
+    p->owner = (kv_owner){.actor = owner_actor, .what = "block pool"};
+    p->env = env;
+    p->engine = engine;
+    p->group = group;
+    p->capacity = capacity;
+    p->index_cap = index_cap_for(capacity);
+    p->meta = kv_alloc(env, (size_t)capacity * sizeof p->meta[0]);
+    p->index_hash = kv_alloc(env, (size_t)p->index_cap * sizeof p->index_hash[0]);
+    p->index_block = kv_alloc(env, (size_t)p->index_cap * sizeof p->index_block[0]);
+    if (!p->meta || !p->index_hash || !p->index_block) {
+        pool_release(p);
+        memset(p, 0, sizeof *p);
+        return KV_ENOMEM;
+    }
+    pool_fill(p);
+    return KV_OK;
+}
+
+void kv_pool_reset(kv_block_pool *p) {
+    kv_owner_check(p->env, &p->owner, p->engine);
+    if (!p->meta) return;
+    pool_fill(p);
+}
+
+void kv_pool_deinit(kv_block_pool *p) {
+    if (!p || !p->env) return;
+    pool_release(p);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---- operations ---------------------------------------------------------- */
+
+uint32_t kv_pool_num_free(const kv_block_pool *p) { return p->n_free; }
+
+static void take_head(kv_block_pool *p, uint32_t *out) {
+    uint32_t id = p->head;
+    list_unlink(p, id);
+    if (p->meta[id].hash != 0) {
+        drop_hash(p, id);
+        p->evictions++;
+    }
+    p->meta[id].ref_cnt = 1;
+    p->meta[id].tag = KV_BT_OWNED;
+    *out = id;
+}
+
+kv_status kv_pool_alloc(kv_block_pool *p, uint32_t n, uint32_t *out) {
+    kv_owner_check(p->env, &p->owner, p->engine);
+    if (n == 0) return KV_OK;
+    if (!out) return KV_EINVAL;
+    if (n > p->n_free) return KV_ENOMEM;
+    for (uint32_t i = 0; i < n; i++) take_head(p, &out[i]);
+    return KV_OK;
+}
+
+static bool id_in_range(const kv_block_pool *p, uint32_t id) { return id != 0 && id < p->capacity; }
+
+static void free_one(kv_block_pool *p, uint32_t id) {
+    if (id == KV_NULL_BLOCK) return;
+    if (id >= p->capacity) {
+        kv_violate(p->env, KV_INV_CONSERVE, p->engine, KV_REQ_NONE,
+                   "engine %u group %u: free of block %u out of range (capacity %u)", p->engine,
+                   p->group, id, p->capacity);
+        return;
+    }
+    kv_block_meta *m = &p->meta[id];
+    if (m->ref_cnt == 0) {
+        kv_violate(p->env, KV_INV_CONSERVE, p->engine, KV_REQ_NONE,
+                   "engine %u group %u: double free of block %u (not held)", p->engine, p->group,
+                   id);
+        return;
+    }
+    if (--m->ref_cnt > 0) return;
+    m->tag = KV_BT_OWNED;
+    list_append(p, id);
+}
+
+void kv_pool_free(kv_block_pool *p, const uint32_t *ids, uint32_t n) {
+    kv_owner_check(p->env, &p->owner, p->engine);
+    if (!ids) return;
+    for (uint32_t i = 0; i < n; i++) free_one(p, ids[i]);
+}
+
+uint32_t kv_pool_lookup(const kv_block_pool *p, uint64_t hash) {
+    if (hash == 0 || !p->index_hash) return 0;
+    uint32_t s = index_find(p, hash);
+    return s < p->index_cap ? p->index_block[s] : 0;
+}
+
+kv_status kv_pool_touch(kv_block_pool *p, uint32_t id) {
+    kv_owner_check(p->env, &p->owner, p->engine);
+    if (!id_in_range(p, id)) return KV_EINVAL;
+    kv_block_meta *m = &p->meta[id];
+    if (m->ref_cnt == UINT32_MAX) return KV_EINVAL;
+    if (m->ref_cnt == 0) {
+        list_unlink(p, id);
+        m->tag = KV_BT_OWNED;
+    }
+    m->ref_cnt++;
+    return KV_OK;
+}
+
+/* Reports a cache/tag on a block that is not held; true when id is usable. */
+static bool held_or_report(const kv_block_pool *p, uint32_t id, const char *op) {
+    if (id_in_range(p, id) && p->meta[id].ref_cnt > 0) return true;
+    kv_violate(p->env, KV_INV_CONSERVE, p->engine, KV_REQ_NONE,
+               "engine %u group %u: %s of block %u which is not held", p->engine, p->group, op, id);
+    return false;
+}
+
+void kv_pool_cache(kv_block_pool *p, uint32_t id, uint64_t hash) {
+    kv_owner_check(p->env, &p->owner, p->engine);
+    if (id == KV_NULL_BLOCK || hash == 0) return;
+    if (!held_or_report(p, id, "cache")) return;
+    /* A block's content is fixed once full: its first hash stays. */
+    if (p->meta[id].hash != 0) return;
+    if (index_find(p, hash) < p->index_cap) return; /* first writer wins */
+    p->meta[id].hash = hash;
+    index_insert(p, hash, id);
+}
+
+void kv_pool_tag(kv_block_pool *p, uint32_t id, kv_block_tag tag) {
+    kv_owner_check(p->env, &p->owner, p->engine);
+    if (id == KV_NULL_BLOCK) return;
+    if (!held_or_report(p, id, "tag")) return;
+    if ((unsigned)tag > (unsigned)KV_BT_INFLIGHT) {
+        kv_violate(p->env, KV_INV_CONSERVE, p->engine, KV_REQ_NONE,
+                   "engine %u group %u: bad tag %u for block %u", p->engine, p->group,
+                   (unsigned)tag, id);
+        return;
+    }
+    p->meta[id].tag = (uint8_t)tag;
+}
+
+bool kv_pool_is_held(const kv_block_pool *p, uint32_t id) {
+    return id_in_range(p, id) && p->meta[id].ref_cnt > 0;
+}
+
+/* ---- accounting ---------------------------------------------------------- */
+
+static void report_add(kv_pool_report *r, const kv_block_meta *m) {
+    if (m->on_free) {
+        if (m->hash) r->cached++;
+        else r->free++;
+        return;
+    }
+    switch ((kv_block_tag)m->tag) {
+    case KV_BT_OWNED: r->owned++; break;
+    case KV_BT_PINNED: r->pinned++; break;
+    case KV_BT_INFLIGHT: r->inflight++; break;
+    }
+    /* An invalid tag is counted nowhere; kv_pool_check reports it. */
+}
+
+void kv_pool_report_get(const kv_block_pool *p, kv_pool_report *out) {
+    memset(out, 0, sizeof *out);
+    out->capacity = p->capacity ? p->capacity - 1u : 0;
+    for (uint32_t id = 1; id < p->capacity; id++) report_add(out, &p->meta[id]);
+}
+
+static bool check_fail(const kv_block_pool *p, const char *what, uint32_t id) {
+    kv_violate(p->env, KV_INV_CONSERVE, p->engine, KV_REQ_NONE,
+               "engine %u group %u block %u: pool check: %s", p->engine, p->group, id, what);
+    return false;
+}
+
+/* Head to tail: a simple path of free blocks with consistent back links. */
+static bool check_forward(const kv_block_pool *p) {
+    uint32_t prev = 0, n = 0;
+    for (uint32_t id = p->head; id != 0; id = p->meta[id].next) {
+        if (id >= p->capacity) return check_fail(p, "free-list link out of range", id);
+        if (++n > p->n_free) return check_fail(p, "free list longer than n_free", id);
+        if (p->meta[id].prev != prev) return check_fail(p, "free-list prev link broken", id);
+        if (!p->meta[id].on_free) return check_fail(p, "on free list without on_free", id);
+        if (p->meta[id].ref_cnt != 0) return check_fail(p, "on free list with ref_cnt", id);
+        prev = id;
+    }
+    if (prev != p->tail) return check_fail(p, "free-list tail mismatch", prev);
+    if (n != p->n_free) return check_fail(p, "free list shorter than n_free", prev);
+    return true;
+}
+
+static bool check_backward(const kv_block_pool *p) {
+    uint32_t next = 0, n = 0;
+    for (uint32_t id = p->tail; id != 0; id = p->meta[id].prev) {
+        if (id >= p->capacity) return check_fail(p, "free-list link out of range", id);
+        if (++n > p->n_free) return check_fail(p, "free list (backward) longer than n_free", id);
+        if (p->meta[id].next != next) return check_fail(p, "free-list next link broken", id);
+        next = id;
+    }
+    if (next != p->head) return check_fail(p, "free-list head mismatch", next);
+    if (n != p->n_free) return check_fail(p, "free list (backward) shorter than n_free", next);
+    return true;
+}
+
+static bool check_block(const kv_block_pool *p, uint32_t id) {
+    const kv_block_meta *m = &p->meta[id];
+    if (m->on_free > 1) return check_fail(p, "bad on_free flag", id);
+    if ((m->ref_cnt == 0) != (m->on_free == 1))
+        return check_fail(p, "ref_cnt == 0 differs from on free list", id);
+    if (!m->on_free && m->tag > KV_BT_INFLIGHT) return check_fail(p, "bad tag", id);
+    if (!m->on_free && (m->prev || m->next)) return check_fail(p, "held block with links", id);
+    if (m->hash && kv_pool_lookup(p, m->hash) != id)
+        return check_fail(p, "block hash not indexed to this block", id);
+    return true;
+}
+
+static bool check_blocks(const kv_block_pool *p) {
+    const kv_block_meta *z = &p->meta[0];
+    if (z->ref_cnt || z->on_free || z->hash || z->prev || z->next)
+        return check_fail(p, "null block in use", 0);
+    uint32_t on_free = 0, hashed = 0;
+    for (uint32_t id = 1; id < p->capacity; id++) {
+        if (!check_block(p, id)) return false;
+        on_free += p->meta[id].on_free;
+        hashed += p->meta[id].hash != 0;
+    }
+    if (on_free != p->n_free) return check_fail(p, "on_free count differs from n_free", 0);
+    if (hashed != p->n_cached_index) return check_fail(p, "hashed blocks differ from index", 0);
+    return true;
+}
+
+static bool check_index(const kv_block_pool *p) {
+    uint32_t n = 0;
+    for (uint32_t s = 0; s < p->index_cap; s++) {
+        uint64_t h = p->index_hash[s];
+        if (h == 0) continue;
+        n++;
+        uint32_t id = p->index_block[s];
+        if (!id_in_range(p, id)) return check_fail(p, "index entry points out of range", id);
+        if (p->meta[id].hash != h) return check_fail(p, "index entry hash mismatch", id);
+        if (index_find(p, h) != s) return check_fail(p, "index entry unreachable", id);
+    }
+    if (n != p->n_cached_index) return check_fail(p, "n_cached_index differs from index", 0);
+    return true;
+}
+
+static bool check_report(const kv_block_pool *p) {
+    kv_pool_report r;
+    kv_pool_report_get(p, &r);
+    uint32_t sum = r.free + r.cached + r.owned + r.pinned + r.inflight;
+    if (sum != r.capacity) return check_fail(p, "report does not sum to capacity - 1", 0);
+    if (r.free + r.cached != p->n_free) return check_fail(p, "report free differs from n_free", 0);
+    return true;
+}
+
+bool kv_pool_check(const kv_block_pool *p) {
+    if (!p->env) return false; /* never initialised: nobody to report to */
+    if (!p->meta || p->capacity == 0) return check_fail(p, "pool not initialised", 0);
+    if (p->index_cap < 2u * p->capacity || (p->index_cap & (p->index_cap - 1u)) != 0)
+        return check_fail(p, "index_cap not a power of two >= 2 * capacity", 0);
+    if (p->n_free >= p->capacity) return check_fail(p, "n_free exceeds usable blocks", 0);
+    return check_forward(p) && check_backward(p) && check_blocks(p) && check_index(p) &&
+           check_report(p);
+}

@@ -1,0 +1,691 @@
+/* core/engine.c — the engine scheduler actor: request table, block pools,
+ * waiting/running queues, vLLM's schedule()/update_from_output() contract
+ * with a connector. Request status changes go through core/request.c.
+ *
+ * Step cycle: TICK -> sched_schedule (connector hooks in vLLM's order) ->
+ * EXECUTE to every rank -> STEP_RESULT from every rank -> sched_update ->
+ * next TICK. The step (kv_step) is frozen between EXECUTE and the last
+ * STEP_RESULT.
+ *
+ * Simplifications, each deliberate:
+ *  - prefix caching uses group 0 (full attention) hashes; sliding-window
+ *    groups need their window blocks cached too; mamba-like groups hold one
+ *    state block per request that is never shared;
+ *  - a step's tokens are computed when the step is scheduled (vLLM's
+ *    _update_after_schedule), and outputs arrive with STEP_RESULT. */
+#include "core/engine.h"
+
+#include <stdio.h> /* snprintf only */
+#include <string.h>
+
+#include "core/p2p.h"
+#include "core/request.h"
+#include "core/worker.h"
+
+#define ENG_VIOLATE(e, inv, req, ...) kv_violate((e)->env, (inv), (e)->cfg.index, (req), __VA_ARGS__)
+
+static uint32_t cdiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+/* ---- request table ---------------------------------------------------- */
+
+static kv_sreq *find(kv_engine *e, uint32_t id) {
+    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++)
+        if (e->req[i].used && e->req[i].r.id == id) return &e->req[i];
+    return NULL;
+}
+
+const kv_sreq *kv_engine_find(const kv_engine *e, uint32_t id) {
+    return find((kv_engine *)e, id);
+}
+
+static uint32_t slot_of(const kv_engine *e, const kv_sreq *s) { return (uint32_t)(s - e->req); }
+
+static void list_remove(uint32_t *list, uint32_t *n, uint32_t slot) {
+    for (uint32_t i = 0; i < *n; i++) {
+        if (list[i] != slot) continue;
+        memmove(&list[i], &list[i + 1], (*n - i - 1) * sizeof list[0]);
+        (*n)--;
+        return;
+    }
+}
+
+static void set_phase(kv_engine *e, kv_sreq *s) {
+    bool p = e->cfg.role == KV_ROLE_PRODUCER;
+    switch ((kv_req_status)s->r.status) {
+    case KV_RS_WAITING:
+    case KV_RS_PREEMPTED: s->phase = p ? KV_PH_P_QUEUED : KV_PH_D_QUEUED; break;
+    case KV_RS_WAITING_FOR_REMOTE_KVS: s->phase = KV_PH_D_WAITING_KV; break;
+    case KV_RS_RUNNING: s->phase = p ? KV_PH_P_PREFILL : KV_PH_D_DECODE; break;
+    case KV_RS_FINISHED_STOPPED:
+    case KV_RS_FINISHED_LENGTH_CAPPED:
+    case KV_RS_FINISHED_ABORTED:
+    case KV_RS_FINISHED_ERROR:
+    case KV_RS_COUNT: s->phase = s->delay_free && p ? KV_PH_P_HELD : KV_PH_DONE; break;
+    }
+}
+
+static void set_status(kv_engine *e, kv_sreq *s, kv_req_status to) {
+    kv_req_set_status(e->env, e->cfg.index, &s->r, to);
+    set_phase(e, s);
+}
+
+/* ---- blocks -------------------------------------------------------------- */
+
+static void tag_blocks(kv_engine *e, kv_sreq *s, kv_block_tag tag) {
+    for (uint32_t g = 0; g < s->r.blocks.n_groups; g++)
+        for (uint32_t i = 0; i < s->r.blocks.n[g]; i++)
+            if (s->r.blocks.id[g][i] != KV_NULL_BLOCK) kv_pool_tag(&e->pool[g], s->r.blocks.id[g][i], tag);
+}
+
+static void free_blocks(kv_engine *e, kv_sreq *s) {
+    for (uint32_t g = 0; g < s->r.blocks.n_groups; g++) {
+        kv_pool_free(&e->pool[g], s->r.blocks.id[g], s->r.blocks.n[g]);
+        s->r.blocks.n[g] = 0;
+    }
+}
+
+/* The one real block of a mamba-like group (its state), or the null block. */
+static uint32_t mamba_state(const kv_block_table *t, uint32_t g) {
+    for (uint32_t i = 0; i < t->n[g]; i++)
+        if (t->id[g][i] != KV_NULL_BLOCK) return t->id[g][i];
+    return KV_NULL_BLOCK;
+}
+
+/* Blocks each group must add so the table covers `upto` tokens. */
+static uint32_t blocks_needed(const kv_engine *e, const kv_sreq *s, uint32_t g, uint32_t upto) {
+    uint32_t want = cdiv(upto, e->cfg.block_size);
+    uint32_t have = s->r.blocks.n[g];
+    if (want <= have) return 0;
+    if (e->cfg.group[g].kind == KV_GROUP_MAMBA) return mamba_state(&s->r.blocks, g) == KV_NULL_BLOCK ? 1u : 0u;
+    return want - have;
+}
+
+/* vLLM allocate_slots: all groups or none. */
+static bool alloc_upto(kv_engine *e, kv_sreq *s, uint32_t upto) {
+    if (cdiv(upto, e->cfg.block_size) > KV_REQ_BLOCKS_MAX) return false;
+    for (uint32_t g = 0; g < e->cfg.n_groups; g++)
+        if (kv_pool_num_free(&e->pool[g]) < blocks_needed(e, s, g, upto)) return false;
+    uint32_t want = cdiv(upto, e->cfg.block_size);
+    for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
+        kv_block_table *t = &s->r.blocks;
+        uint32_t have = t->n[g];
+        if (want <= have) continue;
+        if (e->cfg.group[g].kind == KV_GROUP_MAMBA) {
+            uint32_t state = mamba_state(t, g);
+            if (state == KV_NULL_BLOCK) kv_pool_alloc(&e->pool[g], 1, &state);
+            for (uint32_t i = 0; i < want; i++) t->id[g][i] = KV_NULL_BLOCK;
+            t->id[g][want - 1] = state; /* one state block, moved to the tail */
+        } else {
+            kv_pool_alloc(&e->pool[g], want - have, &t->id[g][have]);
+        }
+        t->n[g] = want;
+    }
+    return true;
+}
+
+/* remove_skipped_blocks: sliding-window blocks wholly outside the window. */
+static void remove_skipped(kv_engine *e, kv_sreq *s) {
+    for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
+        if (e->cfg.group[g].kind != KV_GROUP_SLIDING) continue;
+        uint32_t w = e->cfg.group[g].window;
+        if (s->r.num_computed <= w) continue;
+        uint32_t first_live_tok = s->r.num_computed - w;
+        uint32_t dead = first_live_tok / e->cfg.block_size;
+        for (uint32_t i = 0; i < dead && i < s->r.blocks.n[g]; i++) {
+            uint32_t *id = &s->r.blocks.id[g][i];
+            if (*id == KV_NULL_BLOCK) continue;
+            kv_pool_free(&e->pool[g], id, 1);
+            *id = KV_NULL_BLOCK;
+        }
+    }
+}
+
+/* Cache every full block of tokens [0, upto) in full and sliding groups. */
+static void cache_blocks(kv_engine *e, kv_sreq *s, uint32_t upto) {
+    if (!e->cfg.prefix_caching) return;
+    uint32_t full = upto / e->cfg.block_size;
+    for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
+        if (e->cfg.group[g].kind == KV_GROUP_MAMBA) continue;
+        uint64_t h = 0;
+        for (uint32_t pos = 0; pos < full && pos < s->r.blocks.n[g]; pos++) {
+            h = kv_block_hash(&s->tokens, h, pos, e->cfg.block_size, g);
+            if (s->r.blocks.id[g][pos] != KV_NULL_BLOCK) kv_pool_cache(&e->pool[g], s->r.blocks.id[g][pos], h);
+        }
+    }
+}
+
+static uint32_t sw_blocks(const kv_engine *e, uint32_t g) {
+    return e->cfg.group[g].kind == KV_GROUP_SLIDING ? cdiv(e->cfg.group[g].window, e->cfg.block_size) + 1 : 0;
+}
+
+/* Is position pos of group g needed for a hit of k blocks? */
+static bool hit_needs(const kv_engine *e, uint32_t g, uint32_t pos, uint32_t k) {
+    switch ((kv_group_kind)e->cfg.group[g].kind) {
+    case KV_GROUP_FULL: return true;
+    case KV_GROUP_SLIDING: return pos + sw_blocks(e, g) >= k;
+    case KV_GROUP_MAMBA: return false;
+    }
+    return true;
+}
+
+/* get_computed_blocks: the longest cached prefix, capped at num_tokens - 1. */
+static uint32_t prefix_hit_blocks(const kv_engine *e, const kv_sreq *s) {
+    if (!e->cfg.prefix_caching || e->cfg.group[0].kind != KV_GROUP_FULL) return 0;
+    uint32_t bs = e->cfg.block_size, n = kv_req_num_tokens(&s->r);
+    uint32_t max_k = n ? (n - 1) / bs : 0;
+    uint64_t hash[KV_REQ_BLOCKS_MAX][KV_GROUPS_MAX];
+    uint64_t parent[KV_GROUPS_MAX] = {0};
+    uint32_t k = 0;
+    for (; k < max_k && k < KV_REQ_BLOCKS_MAX; k++) {
+        for (uint32_t g = 0; g < e->cfg.n_groups; g++)
+            parent[g] = hash[k][g] = kv_block_hash(&s->tokens, parent[g], k, bs, g);
+        if (!kv_pool_lookup(&e->pool[0], hash[k][0])) break;
+    }
+    for (; k > 0; k--) { /* every other group must also have what it needs */
+        bool ok = true;
+        for (uint32_t g = 1; g < e->cfg.n_groups && ok; g++)
+            for (uint32_t pos = 0; pos < k && ok; pos++)
+                if (hit_needs(e, g, pos, k) && !kv_pool_lookup(&e->pool[g], hash[pos][g])) ok = false;
+        if (ok) break;
+    }
+    return k;
+}
+
+static void take_prefix_hit(kv_engine *e, kv_sreq *s, uint32_t k) {
+    uint32_t bs = e->cfg.block_size;
+    uint64_t parent[KV_GROUPS_MAX] = {0};
+    for (uint32_t pos = 0; pos < k; pos++) {
+        for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
+            uint64_t h = parent[g] = kv_block_hash(&s->tokens, parent[g], pos, bs, g);
+            uint32_t id = KV_NULL_BLOCK;
+            if (hit_needs(e, g, pos, k)) {
+                id = kv_pool_lookup(&e->pool[g], h);
+                kv_pool_touch(&e->pool[g], id);
+            }
+            s->r.blocks.id[g][pos] = id;
+            s->r.blocks.n[g] = pos + 1;
+        }
+    }
+    s->r.num_computed = k * bs;
+    s->local_hit = k * bs;
+    e->stats.prefix_hit_tokens += k * bs;
+}
+
+/* ---- finishing ------------------------------------------------------------ */
+
+static void post_done(kv_engine *e, const kv_sreq *s) {
+    kv_m_req_done d = {.engine = e->cfg.index, .id = s->r.id, .status = s->r.status,
+                       .num_output = s->r.num_output, .phase = s->phase};
+    if (e->cfg.proxy_actor != KV_ACTOR_NONE)
+        kv_rt_post(e->rt, e->cfg.proxy_actor, KV_M_REQ_DONE, &d, sizeof d);
+}
+
+static void delete_req(kv_engine *e, kv_sreq *s) {
+    kv_id_list_remove(&e->finished_recving_kv, s->r.id);
+    kv_id_list_remove(&e->failed_recving_kv, s->r.id);
+    memset(s, 0, sizeof *s);
+}
+
+/* _free_request: ask the connector, then free now or hold. */
+static void finish_req(kv_engine *e, kv_sreq *s, kv_req_status st) {
+    kv_req_status was = (kv_req_status)s->r.status;
+    uint32_t slot = slot_of(e, s);
+    list_remove(e->waiting, &e->n_waiting, slot);
+    list_remove(e->running, &e->n_running, slot);
+    set_status(e, s, st);
+    kv_id_list_add(&e->finished_since_step, s->r.id);
+    bool delay = was == KV_RS_WAITING_FOR_REMOTE_KVS && !kv_id_list_has(&e->finished_recving_kv, s->r.id);
+    remove_skipped(e, s);
+    bool conn_delay = false;
+    e->conn.ops->request_finished(e->conn.self, &s->r, &s->r.blocks, &conn_delay);
+    if (conn_delay && !delay) tag_blocks(e, s, KV_BT_PINNED);
+    delay = delay || conn_delay;
+    s->delay_free = delay;
+    set_phase(e, s);
+    e->stats.finished++;
+    post_done(e, s);
+    if (!delay) {
+        free_blocks(e, s);
+        delete_req(e, s);
+    }
+}
+
+/* ---- scheduling ------------------------------------------------------------ */
+
+static void preempt(kv_engine *e, kv_sreq *s) {
+    list_remove(e->running, &e->n_running, slot_of(e, s));
+    free_blocks(e, s);
+    s->r.num_computed = 0;
+    s->r.num_preemptions++;
+    set_status(e, s, KV_RS_PREEMPTED);
+    kv_id_list_add(&e->preempted_since_step, s->r.id);
+    memmove(&e->waiting[1], &e->waiting[0], e->n_waiting * sizeof e->waiting[0]);
+    e->waiting[0] = slot_of(e, s);
+    e->n_waiting++;
+    e->stats.preemptions++;
+}
+
+static void step_add(kv_engine *e, kv_sched_output *so, kv_sreq *s, uint32_t n, bool is_new) {
+    kv_step_req *q = &e->step.req[e->step.n_reqs++];
+    q->id = s->r.id;
+    q->computed_before = s->r.num_computed;
+    q->num_scheduled = n;
+    q->num_tokens = kv_req_num_tokens(&s->r);
+    q->tokens = s->tokens;
+    s->r.num_computed += n;
+    if (is_new) kv_id_list_add(&so->new_reqs, s->r.id);
+    else kv_id_list_add(&so->cached_reqs, s->r.id);
+}
+
+/* _update_waiting_for_remote_kv */
+static void remote_kv_ready(kv_engine *e, kv_sreq *s) {
+    bool failed = kv_id_list_remove(&e->failed_recving_kv, s->r.id);
+    kv_id_list_remove(&e->finished_recving_kv, s->r.id);
+    uint32_t n = kv_req_num_tokens(&s->r);
+    tag_blocks(e, s, KV_BT_OWNED);
+    if (failed) {
+        /* keep the locally cached prefix, recompute the rest */
+        s->r.num_computed = s->local_hit;
+    } else {
+        uint32_t got = s->r.blocks.n[0] * e->cfg.block_size;
+        uint32_t c = got < n ? got : n;
+        if (c == n && c > 0) c--;
+        s->r.num_computed = c;
+        cache_blocks(e, s, c);
+    }
+    set_status(e, s, s->r.num_preemptions ? KV_RS_PREEMPTED : KV_RS_WAITING);
+}
+
+static void schedule_running(kv_engine *e, kv_sched_output *so, uint32_t *budget) {
+    for (uint32_t i = 0; i < e->n_running && *budget;) {
+        kv_sreq *s = &e->req[e->running[i]];
+        uint32_t n = kv_req_num_tokens(&s->r) - s->r.num_computed;
+        if (n > *budget) n = *budget;
+        if (n == 0) { i++; continue; }
+        while (!alloc_upto(e, s, s->r.num_computed + n)) {
+            kv_sreq *victim = &e->req[e->running[e->n_running - 1]];
+            preempt(e, victim);
+            if (victim == s) break;
+        }
+        if (s->r.status != KV_RS_RUNNING) continue; /* preempted itself; list shrank */
+        step_add(e, so, s, n, false);
+        *budget -= n;
+        i++;
+    }
+}
+
+/* First schedule of a waiting request: local prefix hit, connector hooks. */
+static bool admit_new(kv_engine *e, kv_sreq *s, uint32_t budget, kv_match *m) {
+    uint32_t k = prefix_hit_blocks(e, s);
+    uint32_t hit = k * e->cfg.block_size;
+    if (e->conn.ops->get_num_new_matched_tokens(e->conn.self, &s->r, hit, m) != KV_OK) return false;
+    if (!m->ready) return false;
+    uint32_t n = kv_req_num_tokens(&s->r);
+    uint32_t upto = m->load_async ? hit + m->ext : hit + m->ext + (n - hit - m->ext < budget ? n - hit - m->ext : budget);
+    if (upto > n) upto = n;
+    if (k) take_prefix_hit(e, s, k);
+    if (!alloc_upto(e, s, upto > 0 ? upto : 1)) {
+        free_blocks(e, s);
+        s->r.num_computed = 0;
+        s->local_hit = 0;
+        return false;
+    }
+    e->conn.ops->update_state_after_alloc(e->conn.self, &s->r, &s->r.blocks, m->ext);
+    return true;
+}
+
+static void schedule_waiting(kv_engine *e, kv_sched_output *so, uint32_t *budget) {
+    uint32_t skipped[KV_ENGINE_REQS_MAX], n_skipped = 0;
+    while (e->n_waiting && *budget && e->n_running < e->cfg.max_running) {
+        uint32_t slot = e->waiting[0];
+        kv_sreq *s = &e->req[slot];
+        if (s->r.status == KV_RS_WAITING_FOR_REMOTE_KVS) {
+            if (!kv_id_list_has(&e->finished_recving_kv, s->r.id)) {
+                list_remove(e->waiting, &e->n_waiting, slot);
+                skipped[n_skipped++] = slot;
+                continue;
+            }
+            remote_kv_ready(e, s);
+        }
+        kv_match m = {.ready = true};
+        bool fresh = s->r.num_computed == 0 && s->r.status == KV_RS_WAITING;
+        if (fresh) {
+            if (!admit_new(e, s, *budget, &m)) break;
+            if (m.load_async) {
+                tag_blocks(e, s, KV_BT_INFLIGHT);
+                set_status(e, s, KV_RS_WAITING_FOR_REMOTE_KVS);
+                list_remove(e->waiting, &e->n_waiting, slot);
+                skipped[n_skipped++] = slot;
+                continue;
+            }
+        }
+        uint32_t n = kv_req_num_tokens(&s->r) - s->r.num_computed;
+        if (n > *budget) n = *budget;
+        if (!alloc_upto(e, s, s->r.num_computed + n)) break;
+        list_remove(e->waiting, &e->n_waiting, slot);
+        e->running[e->n_running++] = slot;
+        bool resumed = s->r.status == KV_RS_PREEMPTED;
+        set_status(e, s, KV_RS_RUNNING);
+        if (n) {
+            step_add(e, so, s, n, !resumed);
+            if (resumed) kv_id_list_add(&so->resumed_reqs, s->r.id);
+            *budget -= n;
+        }
+    }
+    for (uint32_t i = 0; i < n_skipped; i++) e->waiting[e->n_waiting++] = skipped[i];
+}
+
+static void fill_step_blocks(kv_engine *e) {
+    for (uint32_t i = 0; i < e->step.n_reqs; i++) {
+        const kv_sreq *s = find(e, e->step.req[i].id);
+        if (s) e->step.req[i].blocks = s->r.blocks;
+    }
+}
+
+static uint64_t step_cost(const kv_engine *e) {
+    uint64_t toks = 0;
+    for (uint32_t i = 0; i < e->step.n_reqs; i++) toks += e->step.req[i].num_scheduled;
+    return e->cfg.step_ns_base + toks * e->cfg.step_ns_per_token;
+}
+
+static void arm_tick(kv_engine *e, uint64_t delay_ns) {
+    if (e->tick_armed || e->busy) return;
+    e->tick_armed = true;
+    kv_rt_post_at(e->rt, e->sched_actor, kv_now_ns(e->env) + delay_ns, KV_M_TICK, NULL, 0);
+}
+
+static void sched_step(kv_engine *e) {
+    kv_sched_output so;
+    memset(&so, 0, sizeof so);
+    e->step.n_reqs = 0;
+    e->step.step_no++;
+    uint32_t budget = e->cfg.max_batched_tokens;
+    schedule_running(e, &so, &budget);
+    schedule_waiting(e, &so, &budget);
+    fill_step_blocks(e);
+    so.finished_reqs = e->finished_since_step;
+    so.preempted_reqs = e->preempted_since_step;
+    for (uint32_t i = 0; i < e->step.n_reqs; i++) so.num_scheduled[i] = e->step.req[i].num_scheduled;
+    e->step.finished = e->finished_since_step;
+    e->finished_since_step.n = 0;
+    e->preempted_since_step.n = 0;
+    e->step.conn_meta = e->conn.ops->build_connector_meta(e->conn.self, &so);
+    e->busy = true;
+    e->results_pending = e->cfg.tp;
+    kv_conn_output_clear(&e->agg);
+    e->stats.steps++;
+    kv_m_execute x = {.step = &e->step};
+    for (uint32_t r = 0; r < e->cfg.tp; r++)
+        kv_rt_post(e->rt, e->worker[r]->main_actor, KV_M_EXECUTE, &x, sizeof x);
+}
+
+/* ---- update_from_output ---------------------------------------------------- */
+
+static bool holds_block(const kv_sreq *s, uint32_t g, uint32_t b) {
+    if (g >= s->r.blocks.n_groups) return false;
+    for (uint32_t i = 0; i < s->r.blocks.n[g]; i++)
+        if (s->r.blocks.id[g][i] == b) return true;
+    return false;
+}
+
+/* _handle_invalid_blocks, and request-level failed_recving. */
+static void handle_load_errors(kv_engine *e) {
+    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) {
+        kv_sreq *s = &e->req[i];
+        if (!s->used || kv_req_status_finished((kv_req_status)s->r.status)) continue;
+        bool hit = kv_id_list_has(&e->agg.failed_recving, s->r.id);
+        for (uint32_t j = 0; j < e->agg.invalid_blocks.n && !hit; j++)
+            hit = holds_block(s, e->agg.invalid_blocks.e[j].group, e->agg.invalid_blocks.e[j].block);
+        if (!hit) continue;
+        e->stats.load_errors++;
+        if (e->cfg.policy == KV_POLICY_FAIL) {
+            e->stats.errors++;
+            finish_req(e, s, KV_RS_FINISHED_ERROR);
+            continue;
+        }
+        e->stats.recomputes++;
+        if (s->r.status == KV_RS_WAITING_FOR_REMOTE_KVS) kv_id_list_add(&e->failed_recving_kv, s->r.id);
+        else s->r.num_computed = s->local_hit;
+    }
+}
+
+static void on_finished_recving(kv_engine *e, uint32_t id) {
+    kv_sreq *s = find(e, id);
+    if (!s) {
+        ENG_VIOLATE(e, KV_INV_SCHED_ASSERT, id, "finished_recving(%u): assert req_id in self.requests failed", id);
+        return;
+    }
+    e->stats.finished_recving++;
+    if (s->r.status == KV_RS_WAITING_FOR_REMOTE_KVS) {
+        if (!kv_id_list_add(&e->finished_recving_kv, id))
+            ENG_VIOLATE(e, KV_INV_CONSERVE, id, "finished_recving_kv_req_ids full");
+        return;
+    }
+    if (!kv_req_status_finished((kv_req_status)s->r.status) || !s->delay_free) {
+        ENG_VIOLATE(e, KV_INV_SCHED_ASSERT, id,
+                    "finished_recving(%u): assert RequestStatus.is_finished(req.status) failed (status %s)",
+                    id, kv_req_status_name((kv_req_status)s->r.status));
+        return;
+    }
+    free_blocks(e, s);
+    delete_req(e, s);
+}
+
+static void on_finished_sending(kv_engine *e, uint32_t id) {
+    kv_sreq *s = find(e, id);
+    if (!s || !s->delay_free) {
+        ENG_VIOLATE(e, KV_INV_STRAY, id, "finished_sending(%u) for a request not held for send", id);
+        return;
+    }
+    e->stats.finished_sending++;
+    free_blocks(e, s);
+    delete_req(e, s);
+}
+
+/* Aggregate one rank's output: an id is emitted once every rank reported. */
+static void merge_result(kv_engine *e, const kv_m_step_result *res) {
+    for (uint32_t i = 0; i < res->out.finished_recving.n; i++) {
+        uint32_t id = res->out.finished_recving.id[i];
+        kv_sreq *s = find(e, id);
+        if (!s) { kv_id_list_add(&e->agg.finished_recving, id); continue; } /* asserted later */
+        if (++s->recv_votes == e->cfg.tp) {
+            s->recv_votes = 0;
+            kv_id_list_add(&e->agg.finished_recving, id);
+        }
+    }
+    for (uint32_t i = 0; i < res->out.finished_sending.n; i++) {
+        uint32_t id = res->out.finished_sending.id[i];
+        kv_sreq *s = find(e, id);
+        if (!s) { kv_id_list_add(&e->agg.finished_sending, id); continue; }
+        if (++s->send_votes == e->cfg.tp) {
+            s->send_votes = 0;
+            kv_id_list_add(&e->agg.finished_sending, id);
+        }
+    }
+    for (uint32_t i = 0; i < res->out.failed_recving.n; i++)
+        kv_id_list_add(&e->agg.failed_recving, res->out.failed_recving.id[i]);
+    for (uint32_t i = 0; i < res->out.invalid_blocks.n && e->agg.invalid_blocks.n < KV_BAD_BLOCKS_MAX; i++)
+        e->agg.invalid_blocks.e[e->agg.invalid_blocks.n++] = res->out.invalid_blocks.e[i];
+}
+
+static void advance_generated(kv_engine *e) {
+    for (uint32_t i = 0; i < e->step.n_reqs; i++) {
+        kv_sreq *s = find(e, e->step.req[i].id);
+        if (!s || s->r.status != KV_RS_RUNNING) continue;
+        remove_skipped(e, s);
+        if (s->r.num_computed < kv_req_num_tokens(&s->r)) continue; /* chunked prefill */
+        cache_blocks(e, s, s->r.num_computed);
+        s->r.num_output++;
+        if (s->r.num_output >= s->r.max_tokens) finish_req(e, s, KV_RS_FINISHED_LENGTH_CAPPED);
+    }
+}
+
+static bool has_work(const kv_engine *e) {
+    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++)
+        if (e->req[i].used) return true;
+    return false;
+}
+
+static void sched_update(kv_engine *e) {
+    e->busy = false;
+    handle_load_errors(e);
+    advance_generated(e);
+    e->conn.ops->update_connector_output(e->conn.self, &e->agg);
+    for (uint32_t i = 0; i < e->agg.finished_recving.n; i++) on_finished_recving(e, e->agg.finished_recving.id[i]);
+    for (uint32_t i = 0; i < e->agg.finished_sending.n; i++) on_finished_sending(e, e->agg.finished_sending.id[i]);
+    if (has_work(e) || e->finished_since_step.n)
+        arm_tick(e, e->n_running || e->n_waiting ? step_cost(e) : e->cfg.idle_poll_ns);
+}
+
+/* ---- messages ---------------------------------------------------------------- */
+
+static void on_add(kv_engine *e, const kv_req_spec *sp) {
+    if (find(e, sp->id)) {
+        kv_logf(e->env, KV_LOG_WARN, "engine %u: duplicate request %u ignored", e->cfg.index, sp->id);
+        return;
+    }
+    kv_sreq *s = NULL;
+    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX && !s; i++)
+        if (!e->req[i].used) s = &e->req[i];
+    uint32_t max_tok = KV_REQ_BLOCKS_MAX * e->cfg.block_size;
+    if (!s || sp->prompt_len == 0 || sp->prompt_len + sp->max_tokens > max_tok) {
+        kv_m_req_done d = {.engine = e->cfg.index, .id = sp->id, .status = KV_RS_FINISHED_ERROR,
+                           .phase = KV_PH_DONE};
+        if (e->cfg.proxy_actor != KV_ACTOR_NONE)
+            kv_rt_post(e->rt, e->cfg.proxy_actor, KV_M_REQ_DONE, &d, sizeof d);
+        return;
+    }
+    memset(s, 0, sizeof *s);
+    s->used = true;
+    s->r.id = sp->id;
+    s->r.status = KV_RS_WAITING;
+    s->r.prompt_len = sp->prompt_len;
+    s->r.max_tokens = sp->max_tokens ? sp->max_tokens : 1;
+    s->r.params = sp->params;
+    s->r.prefix_group = sp->tokens.prefix_group;
+    s->r.prefix_len = sp->tokens.prefix_len;
+    s->r.token_seed = sp->tokens.token_seed;
+    s->r.blocks.n_groups = e->cfg.n_groups;
+    s->tokens = sp->tokens;
+    s->seq = e->next_seq++;
+    set_phase(e, s);
+    e->waiting[e->n_waiting++] = slot_of(e, s);
+    arm_tick(e, 0);
+}
+
+static void on_abort(kv_engine *e, uint32_t id) {
+    kv_sreq *s = find(e, id);
+    if (!s || kv_req_status_finished((kv_req_status)s->r.status)) return;
+    e->stats.aborts++;
+    finish_req(e, s, KV_RS_FINISHED_ABORTED);
+    arm_tick(e, 0);
+}
+
+static void on_step_result(kv_engine *e, const kv_m_step_result *res) {
+    if (!e->busy || res->step_no != e->step.step_no || e->results_pending == 0) {
+        ENG_VIOLATE(e, KV_INV_STRAY, KV_REQ_NONE, "stray STEP_RESULT for step %llu",
+                    (unsigned long long)res->step_no);
+        return;
+    }
+    merge_result(e, res);
+    if (--e->results_pending == 0) sched_update(e);
+}
+
+static void sched_handle(void *self, const kv_msg *m) {
+    kv_engine *e = self;
+    kv_owner_check(e->env, &e->owner, e->cfg.index);
+    switch (m->kind) {
+    case KV_M_ADD_REQ: on_add(e, m->payload); break;
+    case KV_M_ABORT: on_abort(e, ((const kv_m_abort *)m->payload)->id); break;
+    case KV_M_TICK:
+        e->tick_armed = false;
+        if (!e->busy) sched_step(e);
+        break;
+    case KV_M_STEP_RESULT: on_step_result(e, m->payload); break;
+    default: kv_logf(e->env, KV_LOG_WARN, "engine %u: unexpected message %u", e->cfg.index, m->kind);
+    }
+}
+
+/* ---- construction and views -------------------------------------------------- */
+
+kv_status kv_engine_new(const kv_env *env, kv_rt *rt, const kv_engine_cfg *cfg, kv_conn_kind kind,
+                        kvt *const *transports, kv_engine **out) {
+    if (!cfg->tp || cfg->tp > KV_TP_MAX || KV_HEADS % cfg->tp || !cfg->n_groups ||
+        cfg->n_groups > KV_GROUPS_MAX || !cfg->block_size || cfg->pool_blocks + 1 > KV_POOL_BLOCKS_MAX)
+        return KV_EINVAL;
+    kv_engine *e = kv_alloc(env, sizeof *e);
+    if (!e) return KV_ENOMEM;
+    e->env = env;
+    e->rt = rt;
+    e->cfg = *cfg;
+    char name[32];
+    snprintf(name, sizeof name, "%c%u.sched", cfg->role == KV_ROLE_PRODUCER ? 'P' : 'D', cfg->index);
+    kv_status st = kv_rt_spawn(rt, name, cfg->node, sched_handle, e, 1u << 16, &e->sched_actor);
+    e->owner = (kv_owner){.actor = e->sched_actor, .what = "engine scheduler"};
+    for (uint32_t g = 0; g < cfg->n_groups && st == KV_OK; g++)
+        st = kv_pool_init(&e->pool[g], env, e->sched_actor, cfg->index, g, cfg->pool_blocks + 1);
+    if (st == KV_OK) st = kv_p2p_sched_new(e, &e->conn);
+    for (uint32_t r = 0; r < cfg->tp && st == KV_OK; r++)
+        st = kv_worker_new(e, r, transports[r], kind, &e->worker[r]);
+    if (st != KV_OK) {
+        kv_engine_free(e);
+        return st;
+    }
+    *out = e;
+    return KV_OK;
+}
+
+void kv_engine_free(kv_engine *e) {
+    if (!e) return;
+    for (uint32_t r = 0; r < KV_TP_MAX; r++) kv_worker_free(e->worker[r]);
+    if (e->conn.ops) kv_p2p_sched_free(e, &e->conn);
+    for (uint32_t g = 0; g < KV_GROUPS_MAX; g++)
+        if (e->pool[g].meta) kv_pool_deinit(&e->pool[g]);
+    kv_release(e->env, e);
+}
+
+uint32_t kv_engine_live_reqs(const kv_engine *e) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) n += e->req[i].used;
+    return n;
+}
+
+void kv_engine_pool_report(const kv_engine *e, uint32_t group, kv_pool_report *out) {
+    kv_pool_report_get(&e->pool[group], out);
+}
+
+uint32_t kv_engine_conn_state(const kv_engine *e) {
+    uint32_t n = kv_p2p_sched_state(&e->conn);
+    for (uint32_t r = 0; r < e->cfg.tp; r++)
+        if (e->worker[r]) n += kv_p2p_worker_state(&e->worker[r]->conn);
+    return n;
+}
+
+const char *kv_phase_name(kv_phase p) {
+    static const char *const names[KV_PH_COUNT] = {
+        [KV_PH_P_QUEUED] = "p_queued",     [KV_PH_P_PREFILL] = "p_prefill",
+        [KV_PH_P_HELD] = "p_held",         [KV_PH_D_QUEUED] = "d_queued",
+        [KV_PH_D_WAITING_KV] = "d_waiting_kv", [KV_PH_D_DECODE] = "d_decode",
+        [KV_PH_DONE] = "done"};
+    return (unsigned)p < KV_PH_COUNT ? names[p] : "?";
+}
+
+static const struct { kv_bug bit; const char *name; } bug_names[] = {
+    {KV_BUG_ERR_EARLY_RETURN, "err_early_return"},
+    {KV_BUG_RECV_MAP_RACE, "recv_map_race"},
+    {KV_BUG_EMPTY_PULL_COMPLETION, "empty_pull_completion"},
+    {KV_BUG_STORE_EMPTY_BLOCK_TABLE, "store_empty_block_table"},
+    {KV_BUG_STORE_REJECTED_LOAD_SAVE, "store_rejected_load_save"},
+};
+
+uint32_t kv_bug_parse(const char *name) {
+    for (size_t i = 0; i < sizeof bug_names / sizeof bug_names[0]; i++)
+        if (strcmp(name, bug_names[i].name) == 0) return (uint32_t)bug_names[i].bit;
+    return 0;
+}
+
+const char *kv_bug_name(uint32_t bit) {
+    for (size_t i = 0; i < sizeof bug_names / sizeof bug_names[0]; i++)
+        if ((uint32_t)bug_names[i].bit == bit) return bug_names[i].name;
+    return "?";
+}

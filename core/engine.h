@@ -1,0 +1,180 @@
+/* core/engine.h — the engine model: a faithful subset of vLLM v1's
+ * scheduler (EngineCore) and its workers, enough to hold a connector to the
+ * same contract (DESIGN.md section 3).
+ *
+ * Actors per engine (ownership):
+ *   <E>.sched         kv_engine: request table, block pools, waiting/running
+ *                     queues, the connector's scheduler half, the frozen step
+ *   <E>.w<r>.main     kv_worker: KV memory of rank r, the connector's worker
+ *                     half, the model runner (fills KV from token ids)
+ *   connector actors  spawned by the connector's worker half (P2P: sender on
+ *                     P, receiver on D), one set per rank
+ * The scheduler and its workers are synchronous per step, as in vLLM:
+ * TICK -> schedule -> EXECUTE to every rank -> STEP_RESULT from every rank
+ * -> update_from_output -> next TICK after the step's model cost. */
+#ifndef KVCONN_CORE_ENGINE_H
+#define KVCONN_CORE_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/block_pool.h"
+#include "core/kv_data.h"
+#include "core/msgs.h"
+#include "kvconn/actor.h"
+#include "kvconn/connector.h"
+#include "kvconn/transport.h"
+
+typedef enum kv_role { KV_ROLE_PRODUCER = 1, KV_ROLE_CONSUMER = 2 } kv_role;
+
+/* Bug switches (DESIGN.md section 8): each brings one original production
+ * bug back at run time. They do not exist in a production build. */
+typedef enum kv_bug {
+    KV_BUG_ERR_EARLY_RETURN = 1u << 0,        /* seed 000 (b) */
+    KV_BUG_RECV_MAP_RACE = 1u << 1,           /* seed 000 (a) */
+    KV_BUG_EMPTY_PULL_COMPLETION = 1u << 2,   /* seed 004 */
+    KV_BUG_STORE_EMPTY_BLOCK_TABLE = 1u << 3, /* seed 003, #54643 */
+    KV_BUG_STORE_REJECTED_LOAD_SAVE = 1u << 4,/* seed 003, follow-up */
+} kv_bug;
+
+#ifdef KVCONN_BUG_SWITCHES
+static inline bool kv_bug_on(uint32_t mask, kv_bug b) { return (mask & (uint32_t)b) != 0; }
+#else
+static inline bool kv_bug_on(uint32_t mask, kv_bug b) { (void)mask; (void)b; return false; }
+#endif
+/* "err_early_return" -> bit; 0 if unknown. */
+uint32_t kv_bug_parse(const char *name);
+const char *kv_bug_name(uint32_t bit);
+
+/* Request phases, for fault-coverage accounting. */
+typedef enum kv_phase {
+    KV_PH_P_QUEUED = 0,   /* P has it, not scheduled yet */
+    KV_PH_P_PREFILL,      /* P computing the prompt */
+    KV_PH_P_HELD,         /* P finished, blocks held for the send */
+    KV_PH_D_QUEUED,       /* D has it, not scheduled yet */
+    KV_PH_D_WAITING_KV,   /* D in WAITING_FOR_REMOTE_KVS */
+    KV_PH_D_DECODE,       /* D running */
+    KV_PH_DONE,
+    KV_PH_COUNT
+} kv_phase;
+const char *kv_phase_name(kv_phase p);
+
+typedef struct kv_engine_cfg {
+    uint32_t index;           /* engine index in the world */
+    uint32_t node;            /* node of the scheduler; rank r runs on node + 1 + r */
+    uint8_t role;             /* kv_role */
+    uint32_t tp;              /* workers, divides KV_HEADS */
+    uint32_t n_groups;
+    kv_group_cfg group[KV_GROUPS_MAX];
+    uint32_t block_size;      /* tokens per block */
+    uint32_t pool_blocks;     /* usable blocks per group */
+    uint32_t head_bytes;      /* KV bytes of one head in one block */
+    uint32_t max_batched_tokens;
+    uint32_t max_running;
+    uint8_t policy;           /* kv_fail_policy */
+    bool prefix_caching;
+    uint64_t step_ns_base;    /* model cost of one step */
+    uint64_t step_ns_per_token;
+    uint64_t idle_poll_ns;    /* step period while only waiting on transfers */
+    uint64_t abort_timeout_ns;/* P: VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT */
+    uint64_t recv_timeout_ns; /* D: RCVTIMEO */
+    uint32_t bugs;            /* kv_bug mask */
+    uint32_t proxy_actor;     /* request completions go here */
+    uint32_t bootstrap_actor;
+} kv_engine_cfg;
+
+/* One scheduled request in the frozen step, as the workers see it. */
+typedef struct kv_step_req {
+    uint32_t id;
+    uint32_t computed_before; /* tokens whose KV existed before this step */
+    uint32_t num_scheduled;   /* tokens computed by this step */
+    uint32_t num_tokens;      /* prompt + output so far */
+    kv_tokens tokens;
+    kv_block_table blocks;
+} kv_step_req;
+
+/* The scheduler output of one step: frozen while the step is in flight. */
+typedef struct kv_step {
+    uint64_t step_no;
+    uint32_t n_reqs;
+    kv_step_req req[KV_ENGINE_REQS_MAX];
+    kv_id_list finished;      /* finished_req_ids for get_finished */
+    const void *conn_meta;    /* the connector's frozen metadata */
+} kv_step;
+
+typedef struct kv_m_execute {
+    const kv_step *step; /* frozen until every rank's STEP_RESULT is back */
+} kv_m_execute;
+
+typedef struct kv_m_step_result {
+    uint32_t rank;
+    uint64_t step_no;
+    kv_conn_output out;
+} kv_m_step_result;
+
+/* A request slot of the scheduler. */
+typedef struct kv_sreq {
+    kv_req r;
+    kv_tokens tokens;
+    bool used;
+    bool delay_free;        /* finished; blocks held until the connector is done */
+    bool recv_failed;       /* a load of this request failed */
+    uint32_t seq;           /* arrival order */
+    uint32_t local_hit;     /* tokens from the local prefix cache at first schedule */
+    uint32_t recv_votes;    /* ranks that reported finished_recving */
+    uint32_t send_votes;    /* ranks that reported finished_sending */
+    uint32_t phase;         /* kv_phase */
+} kv_sreq;
+
+typedef struct kv_engine_stats {
+    uint64_t steps, preemptions, aborts, finished, errors, recomputes, prefix_hit_tokens;
+    uint64_t finished_recving, finished_sending, load_errors;
+} kv_engine_stats;
+
+typedef struct kv_worker kv_worker;
+
+typedef struct kv_engine {
+    kv_owner owner;            /* the scheduler actor */
+    const kv_env *env;         /* borrowed */
+    kv_rt *rt;                 /* borrowed */
+    kv_engine_cfg cfg;
+    uint32_t sched_actor;
+    kv_block_pool pool[KV_GROUPS_MAX];
+    kv_sreq req[KV_ENGINE_REQS_MAX];
+    uint32_t waiting[KV_ENGINE_REQS_MAX]; /* slot indices, FIFO */
+    uint32_t n_waiting;
+    uint32_t running[KV_ENGINE_REQS_MAX]; /* slot indices, admission order */
+    uint32_t n_running;
+    uint32_t next_seq;
+    kv_id_list finished_recving_kv;  /* finished_recving_kv_req_ids */
+    kv_id_list failed_recving_kv;    /* failed_recving_kv_req_ids */
+    kv_id_list finished_since_step;  /* finished_req_ids for the next step */
+    kv_id_list preempted_since_step;
+    kv_conn_sched conn;              /* the connector's scheduler half */
+    kv_step step;                    /* frozen while busy */
+    bool busy;                       /* a step is in flight */
+    bool tick_armed;                 /* a TICK is pending */
+    uint32_t results_pending;        /* ranks yet to answer */
+    kv_conn_output agg;              /* outputs of this step, all ranks */
+    kv_worker *worker[KV_TP_MAX];    /* owned (env); each owned by its own actor */
+    kv_engine_stats stats;
+} kv_engine;
+
+/* Builds the engine and its workers, spawns their actors. kvt[r] is the
+ * transport of rank r's node (borrowed). The connector halves are made by
+ * the connector factory (core/connector_factory.c) from `kind`. */
+typedef enum kv_conn_kind { KV_CONN_P2P = 1 } kv_conn_kind;
+
+kv_status kv_engine_new(const kv_env *env, kv_rt *rt, const kv_engine_cfg *cfg, kv_conn_kind kind,
+                        kvt *const *transports, kv_engine **out);
+void kv_engine_free(kv_engine *e);
+
+/* Read-only views for the checker and reports (no owner check: callers read
+ * at quiescence or from the runtime between events). */
+uint32_t kv_engine_live_reqs(const kv_engine *e);
+void kv_engine_pool_report(const kv_engine *e, uint32_t group, kv_pool_report *out);
+const kv_sreq *kv_engine_find(const kv_engine *e, uint32_t id);
+/* Connector-side state still held for some request (0 at clean quiescence). */
+uint32_t kv_engine_conn_state(const kv_engine *e);
+
+#endif

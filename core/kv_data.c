@@ -1,0 +1,57 @@
+/* core/kv_data.c — token ids, block hashes and block bytes; see kv_data.h. */
+#include "core/kv_data.h"
+
+uint64_t kv_mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+uint32_t kv_token(const kv_tokens *t, uint32_t i) {
+    uint64_t base = i < t->prefix_len ? 0x5eed000000000000ull ^ t->prefix_group : t->token_seed;
+    return (uint32_t)(kv_mix64(base * 0x100000001b3ull + i) % 50000u);
+}
+
+static uint64_t tokens_digest(const kv_tokens *t, uint32_t pos, uint32_t bs, uint32_t n_tokens) {
+    uint64_t h = 0xcbf29ce484222325ull ^ pos;
+    uint32_t end = (pos + 1) * bs < n_tokens ? (pos + 1) * bs : n_tokens;
+    for (uint32_t i = pos * bs; i < end; i++) h = kv_mix64(h ^ kv_token(t, i));
+    return kv_mix64(h ^ ((uint64_t)(end - pos * bs) << 40));
+}
+
+uint64_t kv_block_hash(const kv_tokens *t, uint64_t parent, uint32_t pos, uint32_t block_size,
+                       uint32_t group) {
+    uint64_t h = kv_mix64(parent ^ tokens_digest(t, pos, block_size, (pos + 1) * block_size) ^
+                          ((uint64_t)group << 56));
+    return h ? h : 1;
+}
+
+static uint8_t block_byte(uint64_t digest, uint32_t group, uint32_t head, uint32_t j) {
+    return (uint8_t)(kv_mix64(digest ^ ((uint64_t)group << 48) ^ ((uint64_t)head << 32) ^ j) >> 24);
+}
+
+void kv_fill_block(uint8_t *out, const kv_tokens *t, uint32_t pos, uint32_t block_size,
+                   uint32_t n_tokens, uint32_t group, uint32_t head_lo, uint32_t head_hi,
+                   uint32_t head_bytes) {
+    uint64_t d = tokens_digest(t, pos, block_size, n_tokens);
+    for (uint32_t h = head_lo; h < head_hi; h++)
+        for (uint32_t j = 0; j < head_bytes; j++)
+            out[(h - head_lo) * head_bytes + j] = block_byte(d, group, h, j);
+}
+
+bool kv_verify_block(const uint8_t *have, const kv_tokens *t, uint32_t pos, uint32_t block_size,
+                     uint32_t n_tokens, uint32_t group, uint32_t head_lo, uint32_t head_hi,
+                     uint32_t head_bytes) {
+    uint64_t d = tokens_digest(t, pos, block_size, n_tokens);
+    for (uint32_t h = head_lo; h < head_hi; h++)
+        for (uint32_t j = 0; j < head_bytes; j++)
+            if (have[(h - head_lo) * head_bytes + j] != block_byte(d, group, h, j)) return false;
+    return true;
+}
+
+void kv_heads_of(uint32_t tp, uint32_t rank, uint32_t *lo, uint32_t *hi) {
+    uint32_t per = KV_HEADS / (tp ? tp : 1);
+    *lo = rank * per;
+    *hi = *lo + per;
+}

@@ -1,0 +1,41 @@
+/* core/kv_data.h — what KV bytes are: derived from token ids, so any engine
+ * can recompute what a block must hold (INV-DATA) and prefix caching can
+ * hash blocks. Pure functions, no state.
+ *
+ * Token i of a request is H(prefix_group, i) for i < prefix_len (shared by
+ * every request of the group) and H(token_seed, i) after. A block's content
+ * on one worker is a function of (tokens it covers, group, position, head
+ * range); P's forward pass writes it, D verifies what it received. */
+#ifndef KVCONN_CORE_KV_DATA_H
+#define KVCONN_CORE_KV_DATA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define KV_HEADS 4u /* attention heads per layer group, split across TP ranks */
+
+typedef struct kv_tokens {
+    uint64_t token_seed;
+    uint32_t prefix_group;
+    uint32_t prefix_len;
+} kv_tokens;
+
+uint64_t kv_mix64(uint64_t x);
+uint32_t kv_token(const kv_tokens *t, uint32_t i);
+/* Prefix-cache hash of full block `pos` given the parent block's hash
+ * (0 for the first block). Never returns 0. */
+uint64_t kv_block_hash(const kv_tokens *t, uint64_t parent, uint32_t pos, uint32_t block_size,
+                       uint32_t group);
+/* Writes the bytes of block `pos` holding tokens [pos*bs, min((pos+1)*bs, n_tokens))
+ * for heads [head_lo, head_hi) into out (head_bytes per head). */
+void kv_fill_block(uint8_t *out, const kv_tokens *t, uint32_t pos, uint32_t block_size,
+                   uint32_t n_tokens, uint32_t group, uint32_t head_lo, uint32_t head_hi,
+                   uint32_t head_bytes);
+/* True when `have` equals what kv_fill_block would write. */
+bool kv_verify_block(const uint8_t *have, const kv_tokens *t, uint32_t pos, uint32_t block_size,
+                     uint32_t n_tokens, uint32_t group, uint32_t head_lo, uint32_t head_hi,
+                     uint32_t head_bytes);
+/* Head range [lo, hi) of rank r in a TP group of size tp (tp divides KV_HEADS). */
+void kv_heads_of(uint32_t tp, uint32_t rank, uint32_t *lo, uint32_t *hi);
+
+#endif

@@ -1,0 +1,412 @@
+/* core/p2p_receiver.c — D's receiver loop (vLLM's receiver_loop) as an actor.
+ *
+ * Owns: pull metas (one per request being pulled), batches (one pull message
+ * to every paired P rank), remote agents (P engine -> worker addresses).
+ * Nobody else touches them: the worker main posts RECV_START/RECV_FLUSH.
+ *
+ * Per task (batch x P rank):
+ *
+ *   SENT --resp CONTINUE--> SENT (timer re-armed)
+ *     |--resp FINISH-------> DONE
+ *     |--resp ERROR--------> DONE  + fail every request of the batch
+ *     |--RCVTIMEO / reset--> DONE  + fail every request of the batch
+ *
+ * Per request: count = paired P ranks; each ok decrements; at 0 it is
+ * reported once, but only when it holds local blocks (seed 004: an empty pull
+ * exists only to let P free). A failure is sticky and is reported once, with
+ * a load error, again only when the request holds blocks (seed 000 (b): the
+ * original returned before reporting and leaked D's blocks).
+ * Edge -> function: RECV_START on_start; FLUSH on_flush; BOOT_REPLY
+ * on_boot_reply; resp on_resp; timer on_timeout; PEER_DOWN on_peer_down.
+ * Invariant: a request is reported at most once (reported flag), and every
+ * batch whose tasks are all DONE is released. */
+#include <stdio.h> /* snprintf only */
+#include <string.h>
+
+#include "core/p2p.h"
+
+#define RCV_REQS_MAX (KV_ENGINE_REQS_MAX * 2u)
+#define RCV_BATCHES_MAX 32u
+
+typedef struct rcv_req {
+    bool used;
+    bool failed;     /* sticky: later successes are ignored */
+    bool reported;   /* finished_recving sent to the worker main */
+    uint32_t count;  /* P ranks yet to confirm */
+    uint32_t total;
+    uint32_t batch;  /* batch slot, or UINT32_MAX while staged */
+    kv_p2p_pull m;
+} rcv_req;
+
+typedef struct rcv_task {
+    uint32_t p_rank;
+    kvt_peer peer;
+    bool done;
+    uint32_t gen;    /* bumps on every response; stale timers are ignored */
+} rcv_task;
+
+typedef struct rcv_batch {
+    bool used;
+    bool waiting_boot;
+    uint32_t id;     /* echoed by P in every response */
+    uint32_t engine;
+    uint32_t n_reqs;
+    uint32_t req[KV_PULL_REQS_MAX]; /* rcv_req slots */
+    uint32_t n_tasks;
+    rcv_task task[KV_TP_MAX];
+} rcv_batch;
+
+typedef struct rcv_agent {
+    bool known;
+    bool querying;
+    uint32_t tp;
+    kvt_addr addr[KV_TP_MAX];
+} rcv_agent;
+
+typedef struct kv_m_rcv_timeout {
+    uint32_t batch, task, gen;
+} kv_m_rcv_timeout;
+
+struct kv_p2p_receiver {
+    kv_owner owner;
+    kv_worker *w;           /* borrowed; immutable fields only */
+    uint32_t actor;
+    kvt_ep ep;
+    kvt_addr addr;
+    rcv_req req[RCV_REQS_MAX];
+    rcv_batch batch[RCV_BATCHES_MAX];
+    uint32_t next_batch_id;
+    rcv_agent agent[KV_ENGINES_MAX];
+    uint32_t staged[RCV_REQS_MAX];
+    uint32_t n_staged;
+    kv_wire_msg msg;        /* scratch for encode/decode */
+    uint8_t buf[KV_WIRE_MAX];
+};
+
+#define RCV_ENV(r) ((r)->w->env)
+#define RCV_BUG(r, b) kv_bug_on((r)->w->cfg.bugs, (b))
+
+static void report(kv_p2p_receiver *r, rcv_req *q, bool failed) {
+    kv_m_recv_done d = {.d_req = q->m.d_req, .failed = failed ? 1 : 0, .pull = q->m};
+    q->reported = true;
+    kv_rt_post(r->w->rt, r->w->main_actor, KV_M_P2P_RECV_DONE, &d, sizeof d);
+}
+
+/* _handle_failed_recv for one request. */
+static void fail_req(kv_p2p_receiver *r, rcv_req *q) {
+    if (!q->used || q->failed) return;
+    q->failed = true;
+    if (!kv_blocks_any(&q->m.blocks) || q->reported) return; /* nothing held, nothing to report */
+    report(r, q, true);
+}
+
+static void fail_batch(kv_p2p_receiver *r, rcv_batch *b) {
+    for (uint32_t i = 0; i < b->n_reqs; i++) fail_req(r, &r->req[b->req[i]]);
+}
+
+static void release_batch(kv_p2p_receiver *r, rcv_batch *b) {
+    for (uint32_t i = 0; i < b->n_reqs; i++) {
+        rcv_req *q = &r->req[b->req[i]];
+        /* P never answered for it although every task ended: a failure. */
+        if (!q->reported && !q->failed && !RCV_BUG(r, KV_BUG_ERR_EARLY_RETURN)) fail_req(r, q);
+        memset(q, 0, sizeof *q);
+    }
+    memset(b, 0, sizeof *b);
+}
+
+static void task_done(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
+    t->done = true;
+    for (uint32_t i = 0; i < b->n_tasks; i++)
+        if (!b->task[i].done) return;
+    release_batch(r, b);
+}
+
+/* An exception, RCVTIMEO or reset on one task. */
+static void task_failed(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
+    if (!RCV_BUG(r, KV_BUG_ERR_EARLY_RETURN)) fail_batch(r, b);
+    task_done(r, b, t);
+}
+
+void kv_p2p_receiver_insert(kv_p2p_receiver *r, const kv_p2p_pull *p) {
+    kv_owner_check(RCV_ENV(r), &r->owner, r->w->cfg.index);
+    for (uint32_t i = 0; i < RCV_REQS_MAX; i++) {
+        rcv_req *q = &r->req[i];
+        if (q->used) continue;
+        memset(q, 0, sizeof *q);
+        q->used = true;
+        q->batch = UINT32_MAX;
+        q->m = *p;
+        r->staged[r->n_staged++] = i;
+        return;
+    }
+    kv_logf(RCV_ENV(r), KV_LOG_ERROR, "receiver: pull table full; request %u fails", p->d_req);
+    if (kv_blocks_any(&p->blocks)) {
+        kv_m_recv_done d = {.d_req = p->d_req, .failed = 1, .pull = *p};
+        kv_rt_post(r->w->rt, r->w->main_actor, KV_M_P2P_RECV_DONE, &d, sizeof d);
+    }
+}
+
+static void arm_timer(kv_p2p_receiver *r, uint32_t slot, uint32_t ti) {
+    rcv_task *t = &r->batch[slot].task[ti];
+    kv_m_rcv_timeout to = {.batch = slot, .task = ti, .gen = ++t->gen};
+    kv_rt_post_at(r->w->rt, r->actor, kv_now_ns(RCV_ENV(r)) + r->w->cfg.recv_timeout_ns,
+                  KV_M_P2P_RECV_TIMEOUT, &to, sizeof to);
+}
+
+static kv_status send_meta(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
+    kv_worker *w = r->w;
+    kv_wire_xfer_meta *m = &r->msg.u.meta;
+    r->msg.type = KV_WIRE_XFER_META;
+    memset(m, 0, sizeof *m);
+    m->d_engine = w->cfg.index;
+    m->d_tp_size = w->cfg.tp;
+    m->d_tp_rank = w->rank;
+    m->batch = b->id;
+    m->d_addr = r->addr;
+    m->n_groups = w->cfg.n_groups;
+    for (uint32_t g = 0; g < w->cfg.n_groups; g++) kvt_export_desc(w->t, w->region[g], &m->region[g]);
+    m->block_bytes = w->block_bytes;
+    m->n_reqs = b->n_reqs;
+    for (uint32_t i = 0; i < b->n_reqs; i++) {
+        const rcv_req *q = &r->req[b->req[i]];
+        m->req[i] = (kv_wire_req_blocks){.d_req = q->m.d_req, .transfer_id = q->m.transfer_id,
+                                         .blocks = q->m.blocks};
+    }
+    size_t len = 0;
+    kv_status st = kv_wire_encode(&r->msg, r->buf, sizeof r->buf, &len);
+    if (st == KV_OK) st = kvt_connect(w->t, r->ep, &r->agent[b->engine].addr[t->p_rank], &t->peer);
+    if (st == KV_OK) st = kvt_send_ctrl(w->t, r->ep, t->peer, r->buf, (uint32_t)len);
+    return st;
+}
+
+/* receive_kv: one task per paired P rank, all sharing the batch's metas. */
+static void receive_kv(kv_p2p_receiver *r, uint32_t slot) {
+    rcv_batch *b = &r->batch[slot];
+    rcv_agent *a = &r->agent[b->engine];
+    uint32_t ranks[KV_TP_MAX];
+    b->n_tasks = kv_p2p_paired_ranks(r->w->cfg.tp, r->w->rank, a->tp, ranks);
+    for (uint32_t i = 0; i < b->n_reqs; i++) {
+        rcv_req *q = &r->req[b->req[i]];
+        q->count = q->total = b->n_tasks;
+    }
+    for (uint32_t i = 0; i < b->n_tasks; i++) b->task[i] = (rcv_task){.p_rank = ranks[i], .peer = KVT_NONE};
+    for (uint32_t i = 0; i < b->n_tasks; i++) {
+        rcv_task *t = &b->task[i];
+        if (send_meta(r, b, t) != KV_OK) {
+            kv_logf(RCV_ENV(r), KV_LOG_WARN, "receiver: pull to P%u rank %u failed to send", b->engine, t->p_rank);
+            task_failed(r, b, t);
+            if (!b->used) return;
+            continue;
+        }
+        arm_timer(r, slot, i);
+    }
+}
+
+static void query_bootstrap(kv_p2p_receiver *r, uint32_t engine) {
+    rcv_agent *a = &r->agent[engine];
+    if (a->querying) return;
+    a->querying = true;
+    kv_m_boot_query q = {.engine = engine, .reply_to = r->actor};
+    kv_rt_post(r->w->rt, r->w->cfg.bootstrap_actor, KV_M_BOOT_QUERY, &q, sizeof q);
+}
+
+static uint32_t new_batch(kv_p2p_receiver *r, uint32_t engine) {
+    for (uint32_t i = 0; i < RCV_BATCHES_MAX; i++) {
+        if (r->batch[i].used) continue;
+        memset(&r->batch[i], 0, sizeof r->batch[i]);
+        r->batch[i].used = true;
+        r->batch[i].id = ++r->next_batch_id;
+        r->batch[i].engine = engine;
+        return i;
+    }
+    return UINT32_MAX;
+}
+
+static void start_batch(kv_p2p_receiver *r, uint32_t slot) {
+    rcv_batch *b = &r->batch[slot];
+    if (r->agent[b->engine].known) {
+        receive_kv(r, slot);
+        return;
+    }
+    b->waiting_boot = true;
+    query_bootstrap(r, b->engine);
+}
+
+/* _start_load_kv: group staged metas by remote engine into batches. */
+static void on_flush(kv_p2p_receiver *r) {
+    uint32_t open[KV_ENGINES_MAX];
+    for (uint32_t e = 0; e < KV_ENGINES_MAX; e++) open[e] = UINT32_MAX;
+    for (uint32_t i = 0; i < r->n_staged; i++) {
+        rcv_req *q = &r->req[r->staged[i]];
+        uint32_t e = q->m.remote_engine;
+        if (e >= KV_ENGINES_MAX) {
+            fail_req(r, q);
+            memset(q, 0, sizeof *q);
+            continue;
+        }
+        if (open[e] == UINT32_MAX || r->batch[open[e]].n_reqs == KV_PULL_REQS_MAX) open[e] = new_batch(r, e);
+        if (open[e] == UINT32_MAX) {
+            kv_logf(RCV_ENV(r), KV_LOG_ERROR, "receiver: no free batch; request %u fails", q->m.d_req);
+            fail_req(r, q);
+            memset(q, 0, sizeof *q);
+            continue;
+        }
+        rcv_batch *b = &r->batch[open[e]];
+        q->batch = open[e];
+        b->req[b->n_reqs++] = r->staged[i];
+    }
+    r->n_staged = 0;
+    for (uint32_t i = 0; i < RCV_BATCHES_MAX; i++)
+        if (r->batch[i].used && !r->batch[i].n_tasks && !r->batch[i].waiting_boot) start_batch(r, i);
+}
+
+static void on_boot_reply(kv_p2p_receiver *r, const kv_wire_boot *rep) {
+    if (rep->engine >= KV_ENGINES_MAX) return;
+    rcv_agent *a = &r->agent[rep->engine];
+    a->querying = false;
+    if (rep->found && rep->tp_size && rep->tp_size <= KV_TP_MAX) {
+        a->known = true;
+        a->tp = rep->tp_size;
+        memcpy(a->addr, rep->addr, sizeof a->addr);
+    }
+    for (uint32_t i = 0; i < RCV_BATCHES_MAX; i++) {
+        rcv_batch *b = &r->batch[i];
+        if (!b->used || !b->waiting_boot || b->engine != rep->engine) continue;
+        b->waiting_boot = false;
+        if (a->known) {
+            receive_kv(r, i);
+            continue;
+        }
+        kv_logf(RCV_ENV(r), KV_LOG_WARN, "receiver: engine %u unknown to bootstrap", rep->engine);
+        if (!RCV_BUG(r, KV_BUG_ERR_EARLY_RETURN)) fail_batch(r, b); /* original returned bare */
+        release_batch(r, b);
+    }
+}
+
+static rcv_req *batch_req(kv_p2p_receiver *r, rcv_batch *b, uint32_t d_req) {
+    for (uint32_t i = 0; i < b->n_reqs; i++)
+        if (r->req[b->req[i]].m.d_req == d_req) return &r->req[b->req[i]];
+    return NULL;
+}
+
+/* process_pulling_result */
+static void process_result(kv_p2p_receiver *r, rcv_batch *b, const kv_wire_xfer_resp *resp) {
+    for (uint32_t i = 0; i < resp->n_ok; i++) {
+        rcv_req *q = batch_req(r, b, resp->ok[i]);
+        if (!q || q->failed || q->count == 0) continue;
+        if (--q->count) continue;
+        bool has_blocks = kv_blocks_any(&q->m.blocks);
+        if (has_blocks || RCV_BUG(r, KV_BUG_EMPTY_PULL_COMPLETION)) report(r, q, false);
+    }
+    for (uint32_t i = 0; i < resp->n_err; i++) {
+        rcv_req *q = batch_req(r, b, resp->err[i]);
+        if (q) fail_req(r, q);
+    }
+}
+
+static void on_resp(kv_p2p_receiver *r, const kv_wire_xfer_resp *resp) {
+    for (uint32_t i = 0; i < RCV_BATCHES_MAX; i++) {
+        rcv_batch *b = &r->batch[i];
+        if (!b->used || b->id != resp->batch) continue;
+        for (uint32_t k = 0; k < b->n_tasks; k++) {
+            rcv_task *t = &b->task[k];
+            if (t->p_rank != resp->p_tp_rank || t->done) continue;
+            if (resp->status == KV_XFER_ERROR) {
+                if (RCV_BUG(r, KV_BUG_ERR_EARLY_RETURN)) { /* seed 000 (b): return before reporting */
+                    task_done(r, b, t);
+                    return;
+                }
+                process_result(r, b, resp);
+                fail_batch(r, b);
+                task_done(r, b, t);
+                return;
+            }
+            process_result(r, b, resp);
+            if (resp->status == KV_XFER_FINISH) task_done(r, b, t);
+            else arm_timer(r, i, k);
+            return;
+        }
+    }
+    kv_logf(RCV_ENV(r), KV_LOG_INFO, "receiver: response for unknown batch %u", resp->batch);
+}
+
+static void on_timeout(kv_p2p_receiver *r, const kv_m_rcv_timeout *to) {
+    if (to->batch >= RCV_BATCHES_MAX) return;
+    rcv_batch *b = &r->batch[to->batch];
+    if (!b->used || to->task >= b->n_tasks) return;
+    rcv_task *t = &b->task[to->task];
+    if (t->done || t->gen != to->gen) return;
+    kv_logf(RCV_ENV(r), KV_LOG_INFO, "receiver: batch %u rank %u timed out", b->id, t->p_rank);
+    task_failed(r, b, t);
+}
+
+static void on_event(kv_p2p_receiver *r, const kv_msg *m) {
+    const kvt_event *ev = m->payload;
+    if (ev->kind == KVT_EV_PEER_DOWN) {
+        for (uint32_t i = 0; i < RCV_BATCHES_MAX; i++)
+            for (uint32_t k = 0; k < r->batch[i].n_tasks && r->batch[i].used; k++)
+                if (!r->batch[i].task[k].done && r->batch[i].task[k].peer == ev->peer)
+                    task_failed(r, &r->batch[i], &r->batch[i].task[k]);
+        return;
+    }
+    if (ev->kind != KVT_EV_CTRL) return;
+    const uint8_t *bytes = (const uint8_t *)m->payload + sizeof *ev;
+    if (kv_wire_decode(bytes, ev->len, &r->msg) != KV_OK || r->msg.type != KV_WIRE_XFER_RESP) {
+        kv_logf(RCV_ENV(r), KV_LOG_WARN, "receiver: malformed control message dropped");
+        return;
+    }
+    on_resp(r, &r->msg.u.resp);
+}
+
+static void recv_handle(void *self, const kv_msg *m) {
+    kv_p2p_receiver *r = self;
+    kv_owner_check(RCV_ENV(r), &r->owner, r->w->cfg.index);
+    switch (m->kind) {
+    case KV_M_P2P_RECV_START: kv_p2p_receiver_insert(r, m->payload); break;
+    case KV_M_P2P_RECV_FLUSH: on_flush(r); break;
+    case KV_M_P2P_RECV_TIMEOUT: on_timeout(r, m->payload); break;
+    case KV_M_BOOT_REPLY: on_boot_reply(r, m->payload); break;
+    case KVT_MSG_EVENT: on_event(r, m); break;
+    default: kv_logf(RCV_ENV(r), KV_LOG_WARN, "receiver: unexpected message %u", m->kind);
+    }
+}
+
+kv_status kv_p2p_receiver_new(kv_worker *w, kv_p2p_receiver **out, uint32_t *out_actor) {
+    kv_p2p_receiver *r = kv_alloc(w->env, sizeof *r);
+    if (!r) return KV_ENOMEM;
+    r->w = w;
+    char name[32];
+    snprintf(name, sizeof name, "D%u.w%u.recv", w->cfg.index, w->rank);
+    kv_status st = kv_rt_spawn(w->rt, name, w->node, recv_handle, r, 1u << 18, &r->actor);
+    if (st == KV_OK) st = kvt_ep_open(w->t, r->actor, &r->ep, &r->addr);
+    if (st != KV_OK) {
+        kv_release(w->env, r);
+        return st;
+    }
+    r->owner = (kv_owner){.actor = r->actor, .what = "receiver pull map"};
+    *out = r;
+    *out_actor = r->actor;
+    return KV_OK;
+}
+
+void kv_p2p_receiver_free(kv_p2p_receiver *r) {
+    if (r) kv_release(r->w->env, r);
+}
+
+uint32_t kv_p2p_receiver_state(const kv_p2p_receiver *r) {
+    uint32_t n = r->n_staged;
+    for (uint32_t i = 0; i < RCV_REQS_MAX; i++) n += r->req[i].used;
+    for (uint32_t i = 0; i < RCV_BATCHES_MAX; i++) n += r->batch[i].used;
+    return n;
+}
+
+uint32_t kv_p2p_paired_ranks(uint32_t tp, uint32_t rank, uint32_t other_tp, uint32_t *out) {
+    uint32_t lo, hi, n = 0;
+    kv_heads_of(tp, rank, &lo, &hi);
+    for (uint32_t o = 0; o < other_tp && o < KV_TP_MAX; o++) {
+        uint32_t olo, ohi;
+        kv_heads_of(other_tp, o, &olo, &ohi);
+        if (olo < hi && lo < ohi) out[n++] = o;
+    }
+    return n;
+}

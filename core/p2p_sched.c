@@ -1,0 +1,181 @@
+/* core/p2p_sched.c — scheduler half of the Mooncake P2P connector
+ * (MooncakeConnectorScheduler). Runs on the engine scheduler actor.
+ *
+ * State (owner: the engine scheduler actor):
+ *   need_recv      D: id -> local blocks to pull (cleared by every build)
+ *   need_send      P: id -> [] (create the entry) or clipped blocks
+ *   not_processed  P: transfer ids of requests that ended without a send
+ * Transitions:
+ *   GNMT (D)            do_remote_prefill: count = N' - computed > 0 -> (count, async)
+ *   USAA (D)            need_recv[id] = ext > 0 ? sw_clip(new blocks) : ()  (empty pull)
+ *                       do_remote_prefill = false, always
+ *   USAA (P)            need_send[id] = []
+ *   request_finished D  do_remote_prefill still set (aborted before first
+ *                       schedule): need_recv[id] = () and clear it
+ *   request_finished P  LENGTH_CAPPED: delay = any(blocks), need_send[id] =
+ *                       clipped blocks; otherwise not_processed += tid
+ *   build               move all three into the frozen meta
+ */
+#include <string.h>
+
+#include "core/p2p.h"
+
+typedef struct p2p_sched {
+    kv_owner owner;
+    kv_engine *e;                 /* borrowed: the engine this half serves */
+    kv_p2p_meta pending;          /* what the next build publishes */
+    kv_p2p_meta meta;             /* frozen: the last build */
+    uint32_t blocks_per_sw[KV_GROUPS_MAX];
+} p2p_sched;
+
+static uint32_t cdiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+static bool is_mamba_model(const kv_engine *e) {
+    for (uint32_t g = 0; g < e->cfg.n_groups; g++)
+        if (e->cfg.group[g].kind == KV_GROUP_MAMBA) return true;
+    return false;
+}
+
+/* Keep the transferable tail of each group: the last blocks_per_sw blocks of
+ * a sliding group, the state block of a mamba group, all of a full group,
+ * starting at position `from`. */
+static void sw_clip(const p2p_sched *c, const kv_block_table *in, uint32_t from, kv_block_table *out,
+                    uint32_t *first_pos) {
+    const kv_engine *e = c->e;
+    kv_blocks_clear(out, in->n_groups);
+    for (uint32_t g = 0; g < in->n_groups; g++) {
+        uint32_t start = from < in->n[g] ? from : in->n[g];
+        if (e->cfg.group[g].kind == KV_GROUP_SLIDING && in->n[g] - start > c->blocks_per_sw[g])
+            start = in->n[g] - c->blocks_per_sw[g];
+        if (e->cfg.group[g].kind == KV_GROUP_MAMBA && in->n[g] > start) start = in->n[g] - 1;
+        first_pos[g] = start;
+        for (uint32_t i = start; i < in->n[g]; i++) out->id[g][out->n[g]++] = in->id[g][i];
+    }
+}
+
+static kv_status gnmt(void *self, const kv_req *r, uint32_t num_computed, kv_match *out) {
+    p2p_sched *c = self;
+    kv_owner_check(c->e->env, &c->owner, c->e->cfg.index);
+    *out = (kv_match){.ready = true};
+    if (!r->params.do_remote_prefill) return KV_OK;
+    uint32_t n = r->prompt_len - (is_mamba_model(c->e) ? 1u : 0u);
+    if (n > num_computed) {
+        out->ext = n - num_computed;
+        out->load_async = true;
+    }
+    return KV_OK;
+}
+
+static kv_p2p_pull *add_pull(p2p_sched *c, kv_req *r) {
+    kv_p2p_meta *m = &c->pending;
+    if (m->n_recv >= KV_ENGINE_REQS_MAX) return NULL;
+    kv_p2p_pull *p = &m->recv[m->n_recv++];
+    memset(p, 0, sizeof *p);
+    p->d_req = r->id;
+    p->transfer_id = r->params.transfer_id;
+    p->remote_engine = r->params.remote_engine;
+    p->bootstrap = r->params.remote_bootstrap;
+    p->tokens = (kv_tokens){.token_seed = r->token_seed, .prefix_group = r->prefix_group,
+                            .prefix_len = r->prefix_len};
+    p->prompt_len = r->prompt_len;
+    p->blocks.n_groups = c->e->cfg.n_groups;
+    return p;
+}
+
+static void usaa(void *self, kv_req *r, const kv_block_table *blocks, uint32_t ext) {
+    p2p_sched *c = self;
+    kv_owner_check(c->e->env, &c->owner, c->e->cfg.index);
+    kv_xfer_params *x = &r->params;
+    if (x->do_remote_prefill) {
+        if (x->has_transfer_id && x->has_remote_engine && x->has_bootstrap) {
+            kv_p2p_pull *p = add_pull(c, r);
+            uint32_t from = r->num_computed / c->e->cfg.block_size; /* unhashed blocks */
+            if (p && ext > 0) sw_clip(c, blocks, from, &p->blocks, p->first_pos);
+        } else {
+            kv_logf(c->e->env, KV_LOG_WARN, "p2p: request %u lacks transfer params; no transfer", r->id);
+        }
+        x->do_remote_prefill = false;
+    }
+    if (x->do_remote_decode && x->has_transfer_id && c->pending.n_send < KV_ENGINE_REQS_MAX) {
+        kv_p2p_send *s = &c->pending.send[c->pending.n_send++];
+        memset(s, 0, sizeof *s);
+        s->p_req = r->id;
+        s->transfer_id = x->transfer_id;
+        s->blocks.n_groups = c->e->cfg.n_groups;
+    }
+}
+
+static const void *build(void *self, const kv_sched_output *so) {
+    p2p_sched *c = self;
+    (void)so;
+    kv_owner_check(c->e->env, &c->owner, c->e->cfg.index);
+    c->meta = c->pending;
+    c->pending.n_recv = 0;
+    c->pending.n_send = 0;
+    c->pending.not_processed.n = 0;
+    return &c->meta;
+}
+
+static void request_finished(void *self, kv_req *r, const kv_block_table *blocks, bool *delay) {
+    p2p_sched *c = self;
+    kv_owner_check(c->e->env, &c->owner, c->e->cfg.index);
+    *delay = false;
+    kv_xfer_params *x = &r->params;
+    if (x->do_remote_prefill) { /* aborted before its first schedule: tell P to free */
+        if (x->has_transfer_id && x->has_remote_engine && x->has_bootstrap) add_pull(c, r);
+        x->do_remote_prefill = false;
+        return;
+    }
+    if (!x->do_remote_decode || !x->has_transfer_id) return;
+    if (r->status != KV_RS_FINISHED_LENGTH_CAPPED) {
+        kv_id_list_add(&c->pending.not_processed, x->transfer_id);
+        return;
+    }
+    *delay = kv_blocks_any(blocks);
+    if (!*delay || c->pending.n_send >= KV_ENGINE_REQS_MAX) return;
+    kv_p2p_send *s = &c->pending.send[c->pending.n_send++];
+    memset(s, 0, sizeof *s);
+    s->p_req = r->id;
+    s->transfer_id = x->transfer_id;
+    s->filled = 1;
+    sw_clip(c, blocks, 0, &s->blocks, s->first_pos);
+}
+
+static void update_output(void *self, const kv_conn_output *o) {
+    (void)self;
+    (void)o;
+}
+
+static const kv_conn_sched_ops p2p_sched_ops = {
+    .size = sizeof(kv_conn_sched_ops),
+    .name = "p2p",
+    .get_num_new_matched_tokens = gnmt,
+    .update_state_after_alloc = usaa,
+    .build_connector_meta = build,
+    .request_finished = request_finished,
+    .update_connector_output = update_output,
+};
+
+kv_status kv_p2p_sched_new(kv_engine *e, kv_conn_sched *out) {
+    p2p_sched *c = kv_alloc(e->env, sizeof *c);
+    if (!c) return KV_ENOMEM;
+    c->e = e;
+    c->owner = (kv_owner){.actor = e->sched_actor, .what = "p2p scheduler state"};
+    for (uint32_t g = 0; g < e->cfg.n_groups; g++)
+        c->blocks_per_sw[g] = e->cfg.group[g].kind == KV_GROUP_SLIDING
+                                  ? cdiv(e->cfg.group[g].window, e->cfg.block_size) + 1
+                                  : 0;
+    *out = (kv_conn_sched){.ops = &p2p_sched_ops, .self = c};
+    return KV_OK;
+}
+
+void kv_p2p_sched_free(kv_engine *e, kv_conn_sched *c) {
+    kv_release(e->env, c->self);
+    c->self = NULL;
+    c->ops = NULL;
+}
+
+uint32_t kv_p2p_sched_state(const kv_conn_sched *c) {
+    const p2p_sched *s = c->self;
+    return s ? s->pending.n_recv + s->pending.n_send + s->pending.not_processed.n : 0;
+}

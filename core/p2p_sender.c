@@ -1,0 +1,491 @@
+/* core/p2p_sender.c — P's sender loop (vLLM's sender_loop) as an actor.
+ *
+ * Owns: SendBlockMeta entries keyed by transfer id, and the D pulls being
+ * served. The worker main posts SEND_RECORD / NOT_PROCESSED; D's receivers
+ * send XFER_META over the transport's control channel.
+ *
+ * Per pull (one XFER_META from one D rank):
+ *
+ *   WAIT --some entries ready--> XFER --all batches done--> respond
+ *     ^                                                     |  |
+ *     +------------- CONTINUE (requests still waiting) -----+  |
+ *   FINISH (none left) or ready-wait timeout -> DONE <---------+
+ *   invalid message / injected handler exception -> whole ERROR, DONE
+ *
+ * Per entry: placeholder (p_req unknown) --SEND_RECORD filled--> ready;
+ * each ok transfer bumps `sent`; at sent == need_send the entry is popped
+ * and finished_sending goes to the worker main. An entry whose send never
+ * completes is reaped at its expiry (VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT):
+ * the blocks are released as finished_sending. Unlike the original, a
+ * placeholder left behind by a ready-wait timeout is dropped (no state stays
+ * for a finished request: INV-LEAK).
+ * Edge -> function: XFER_META on_pull; SEND_RECORD on_record; NOT_PROCESSED
+ * on_not_processed; try_progress; batch DONE on_done/complete_round;
+ * timers on_timeout, on_reap; PEER_DOWN on_peer_down. */
+#include <stdio.h> /* snprintf only */
+#include <string.h>
+
+#include "core/p2p.h"
+
+#define SND_ENTRIES_MAX (KV_ENGINE_REQS_MAX * 2u)
+#define SND_PULLS_MAX 16u
+
+typedef struct snd_entry {
+    bool used;
+    bool ready;            /* the real blocks arrived (asyncio.Event set) */
+    bool need_set;
+    uint32_t tid;
+    uint32_t p_req;        /* KV_REQ_NONE: placeholder created by a pull */
+    uint32_t need_send;    /* paired D ranks that must each get the blocks */
+    uint32_t sent;
+    uint32_t sending;
+    uint64_t expire_ns;
+    uint32_t first_pos[KV_GROUPS_MAX];
+    kv_block_table blocks;
+} snd_entry;
+
+enum { PREQ_WAIT = 0, PREQ_ROUND = 1, PREQ_DONE = 2 };
+
+typedef struct snd_preq {
+    uint32_t d_req, tid;
+    uint8_t state;
+    uint8_t ok;            /* outcome of its round */
+    kv_block_table blocks; /* D's destination blocks */
+} snd_preq;
+
+typedef struct snd_pull {
+    bool used;
+    bool dead;             /* peer lost: finish the round, answer nobody */
+    bool timed_out;        /* ready-wait deadline passed during a round */
+    uint32_t gen;
+    kvt_peer ctrl_peer, data_peer;
+    uint32_t batch, d_engine, d_tp, d_rank;
+    kvt_desc region[KV_GROUPS_MAX];
+    uint32_t d_block_bytes;
+    uint32_t n_reqs;
+    snd_preq req[KV_PULL_REQS_MAX];
+    uint32_t outstanding;  /* batches of the current round */
+    bool round_failed;
+    int32_t provider_err;
+} snd_pull;
+
+typedef struct kv_m_snd_timer {
+    uint32_t slot, gen;
+} kv_m_snd_timer;
+
+struct kv_p2p_sender {
+    kv_owner owner;
+    kv_worker *w;          /* borrowed; immutable fields only */
+    uint32_t actor;
+    kvt_ep ep;
+    kvt_addr addr;
+    snd_entry entry[SND_ENTRIES_MAX];
+    snd_pull pull[SND_PULLS_MAX];
+    uint32_t fault_exception, fault_err_req, fault_drop_resp; /* armed counts */
+    kv_wire_msg msg;
+    kvt_write writes[KVT_BATCH_WRITES_MAX];
+    uint8_t buf[KV_WIRE_MAX];
+};
+
+#define SND_ENV(s) ((s)->w->env)
+
+static snd_entry *find_entry(kv_p2p_sender *s, uint32_t tid) {
+    for (uint32_t i = 0; i < SND_ENTRIES_MAX; i++)
+        if (s->entry[i].used && s->entry[i].tid == tid) return &s->entry[i];
+    return NULL;
+}
+
+static snd_entry *get_or_create(kv_p2p_sender *s, uint32_t tid) {
+    snd_entry *e = find_entry(s, tid);
+    if (e) return e;
+    for (uint32_t i = 0; i < SND_ENTRIES_MAX; i++) {
+        if (s->entry[i].used) continue;
+        e = &s->entry[i];
+        memset(e, 0, sizeof *e);
+        e->used = true;
+        e->tid = tid;
+        e->p_req = KV_REQ_NONE;
+        e->expire_ns = UINT64_MAX;
+        return e;
+    }
+    kv_logf(SND_ENV(s), KV_LOG_ERROR, "sender: entry table full (tid %u)", tid);
+    return NULL;
+}
+
+static void finished_sending(kv_p2p_sender *s, snd_entry *e) {
+    kv_m_send_done d = {.p_req = e->p_req};
+    if (e->p_req != KV_REQ_NONE) kv_rt_post(s->w->rt, s->w->main_actor, KV_M_P2P_SEND_DONE, &d, sizeof d);
+    memset(e, 0, sizeof *e);
+}
+
+static void respond(kv_p2p_sender *s, snd_pull *p, uint32_t status, const char *msg) {
+    kv_wire_xfer_resp *r = &s->msg.u.resp;
+    s->msg.type = KV_WIRE_XFER_RESP;
+    memset(r, 0, sizeof *r);
+    r->status = status;
+    r->batch = p->batch;
+    r->p_tp_rank = s->w->rank;
+    if (msg) snprintf(r->err_msg, sizeof r->err_msg, "%s", msg);
+    for (uint32_t i = 0; i < p->n_reqs; i++) {
+        snd_preq *q = &p->req[i];
+        if (q->state != PREQ_ROUND) continue;
+        q->state = PREQ_DONE;
+        if (q->ok && !s->fault_err_req) r->ok[r->n_ok++] = q->d_req;
+        else r->err[r->n_err++] = q->d_req;
+    }
+    if (s->fault_err_req && r->n_err) s->fault_err_req--;
+    if (s->fault_drop_resp) {
+        s->fault_drop_resp--;
+        return;
+    }
+    size_t len = 0;
+    if (!p->dead && kv_wire_encode(&s->msg, s->buf, sizeof s->buf, &len) == KV_OK)
+        kvt_send_ctrl(s->w->t, s->ep, p->ctrl_peer, s->buf, (uint32_t)len);
+}
+
+static void release_pull(snd_pull *p) { memset(p, 0, sizeof *p); }
+
+static uint32_t waiting_reqs(const snd_pull *p) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->n_reqs; i++) n += p->req[i].state == PREQ_WAIT;
+    return n;
+}
+
+/* The ready-wait deadline passed: requests still waiting fail. */
+static void expire_waiting(kv_p2p_sender *s, snd_pull *p) {
+    for (uint32_t i = 0; i < p->n_reqs; i++) {
+        snd_preq *q = &p->req[i];
+        if (q->state != PREQ_WAIT) continue;
+        q->state = PREQ_ROUND;
+        q->ok = 0;
+        snd_entry *e = find_entry(s, q->tid);
+        if (e && e->p_req == KV_REQ_NONE && e->sending == 0) memset(e, 0, sizeof *e);
+    }
+    respond(s, p, KV_XFER_FINISH, "Timeout waiting for P side ready.");
+    release_pull(p);
+}
+
+static void complete_round(kv_p2p_sender *s, uint32_t slot);
+
+/* _build_transfer_params for one request: writes appended via flush_fn. */
+typedef struct round_ctx {
+    kv_p2p_sender *s;
+    snd_pull *p;
+    uint32_t slot;
+    uint32_t n;          /* writes buffered */
+    bool submit_failed;
+} round_ctx;
+
+static void flush_writes(round_ctx *c) {
+    if (!c->n) return;
+    kv_p2p_sender *s = c->s;
+    uint64_t tag = ((uint64_t)c->slot << 32) | c->p->gen;
+    uint64_t deadline = kv_now_ns(SND_ENV(s)) + s->w->cfg.abort_timeout_ns;
+    if (kvt_submit(s->w->t, s->ep, c->p->data_peer, s->writes, c->n, tag, deadline) == KV_OK)
+        c->p->outstanding++;
+    else
+        c->submit_failed = true;
+    c->n = 0;
+}
+
+static void add_write(round_ctx *c, kvt_write w) {
+    if (c->n == KVT_BATCH_WRITES_MAX) flush_writes(c);
+    c->s->writes[c->n++] = w;
+}
+
+/* Returns false for a request-level error ("P num blocks less than D"...). */
+static bool plan_request(round_ctx *c, const snd_entry *e, const snd_preq *q) {
+    kv_worker *w = c->s->w;
+    const snd_pull *p = c->p;
+    if (!kv_blocks_any(&q->blocks)) return true; /* notify only: P may free */
+    if (q->blocks.n_groups != w->cfg.n_groups || e->blocks.n_groups != w->cfg.n_groups) return false;
+    uint32_t lo, hi, dlo, dhi;
+    kv_heads_of(w->cfg.tp, w->rank, &lo, &hi);
+    kv_heads_of(p->d_tp, p->d_rank, &dlo, &dhi);
+    uint32_t h0 = lo > dlo ? lo : dlo, h1 = hi < dhi ? hi : dhi;
+    uint32_t len = (h1 - h0) * w->cfg.head_bytes;
+    for (uint32_t g = 0; g < w->cfg.n_groups; g++) {
+        uint32_t loc[KV_REQ_BLOCKS_MAX], rem[KV_REQ_BLOCKS_MAX], nl = 0, nr = 0;
+        for (uint32_t i = 0; i < e->blocks.n[g]; i++)
+            if (e->blocks.id[g][i] != KV_NULL_BLOCK) loc[nl++] = e->blocks.id[g][i];
+        for (uint32_t i = 0; i < q->blocks.n[g]; i++)
+            if (q->blocks.id[g][i] != KV_NULL_BLOCK) rem[nr++] = q->blocks.id[g][i];
+        if (nl < nr) {
+            kv_logf(SND_ENV(c->s), KV_LOG_WARN, "sender: P num blocks less than D (tid %u group %u: %u < %u)",
+                    q->tid, g, nl, nr);
+            return false;
+        }
+        for (uint32_t i = 0; i < nr; i++) {
+            uint32_t lb = loc[nl - nr + i];
+            add_write(c, (kvt_write){.local = w->region[g],
+                                     .local_off = (uint64_t)lb * w->block_bytes + (h0 - lo) * w->cfg.head_bytes,
+                                     .remote = p->region[g].region,
+                                     .remote_off = (uint64_t)rem[i] * p->d_block_bytes + (h0 - dlo) * w->cfg.head_bytes,
+                                     .len = len});
+        }
+    }
+    return true;
+}
+
+static void try_progress(kv_p2p_sender *s, uint32_t slot) {
+    snd_pull *p = &s->pull[slot];
+    if (!p->used || p->outstanding) return;
+    round_ctx c = {.s = s, .p = p, .slot = slot};
+    uint32_t ready = 0;
+    p->gen++;
+    p->round_failed = false;
+    for (uint32_t i = 0; i < p->n_reqs; i++) {
+        snd_preq *q = &p->req[i];
+        snd_entry *e = q->state == PREQ_WAIT ? find_entry(s, q->tid) : NULL;
+        if (!e || !e->ready) continue;
+        q->state = PREQ_ROUND;
+        ready++;
+        e->sending++;
+        if (!e->need_set) {
+            uint32_t ranks[KV_TP_MAX];
+            e->need_send = kv_p2p_paired_ranks(s->w->cfg.tp, s->w->rank, p->d_tp, ranks);
+            e->need_set = true;
+        }
+        q->ok = plan_request(&c, e, q) ? 1 : 0;
+    }
+    if (!ready) return;
+    flush_writes(&c);
+    if (c.submit_failed) p->round_failed = true;
+    if (!p->outstanding) complete_round(s, slot);
+}
+
+static void complete_round(kv_p2p_sender *s, uint32_t slot) {
+    snd_pull *p = &s->pull[slot];
+    for (uint32_t i = 0; i < p->n_reqs; i++) {
+        snd_preq *q = &p->req[i];
+        if (q->state != PREQ_ROUND) continue;
+        if (p->round_failed) q->ok = 0; /* TE nonzero return fails every request */
+        snd_entry *e = find_entry(s, q->tid);
+        if (!e) continue;
+        e->sending--;
+        if (q->ok && ++e->sent >= e->need_send) finished_sending(s, e);
+    }
+    if (p->timed_out && waiting_reqs(p)) { /* one FINISH for the round and the expired */
+        expire_waiting(s, p);
+        return;
+    }
+    char msg[KV_ERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "Mooncake transfer engine returned %d", p->provider_err);
+    bool more = waiting_reqs(p) > 0;
+    respond(s, p, more ? KV_XFER_CONTINUE : KV_XFER_FINISH, p->round_failed ? msg : NULL);
+    if (!more || p->dead) release_pull(p);
+    else try_progress(s, slot);
+}
+
+static void whole_error(kv_p2p_sender *s, kvt_peer peer, uint32_t batch, const char *why) {
+    snd_pull tmp = {.ctrl_peer = peer, .batch = batch};
+    kv_logf(SND_ENV(s), KV_LOG_INFO, "sender: ERROR response: %s", why);
+    uint32_t saved = s->fault_drop_resp;
+    s->fault_drop_resp = 0;
+    respond(s, &tmp, KV_XFER_ERROR, why);
+    s->fault_drop_resp = saved;
+}
+
+static const char *validate_pull(const kv_p2p_sender *s, const kv_wire_xfer_meta *m) {
+    const kv_worker *w = s->w;
+    uint32_t ranks[KV_TP_MAX];
+    if (!m->d_tp_size || m->d_tp_size > KV_TP_MAX || KV_HEADS % m->d_tp_size || m->d_tp_rank >= m->d_tp_size)
+        return "invalid remote TP layout";
+    if (!kv_p2p_paired_ranks(m->d_tp_size, m->d_tp_rank, w->cfg.tp, ranks)) return "unpaired TP rank";
+    uint32_t dlo, dhi;
+    kv_heads_of(m->d_tp_size, m->d_tp_rank, &dlo, &dhi);
+    if (m->n_groups != w->cfg.n_groups || m->block_bytes != (dhi - dlo) * w->cfg.head_bytes)
+        return "region align/validate failure";
+    bool paired = false;
+    for (uint32_t i = 0; i < kv_p2p_paired_ranks(m->d_tp_size, m->d_tp_rank, w->cfg.tp, ranks); i++)
+        paired = paired || ranks[i] == w->rank;
+    return paired ? NULL : "unpaired TP rank";
+}
+
+static void on_pull(kv_p2p_sender *s, kvt_peer peer, const kv_wire_xfer_meta *m) {
+    if (s->fault_exception) {
+        s->fault_exception--;
+        whole_error(s, peer, m->batch, "handler exception (injected)");
+        return;
+    }
+    const char *bad = validate_pull(s, m);
+    if (bad) {
+        whole_error(s, peer, m->batch, bad);
+        return;
+    }
+    uint32_t slot = UINT32_MAX;
+    for (uint32_t i = 0; i < SND_PULLS_MAX && slot == UINT32_MAX; i++)
+        if (!s->pull[i].used) slot = i;
+    kvt_peer data_peer = KVT_NONE;
+    if (slot == UINT32_MAX || kvt_connect(s->w->t, s->ep, &m->d_addr, &data_peer) != KV_OK) {
+        whole_error(s, peer, m->batch, slot == UINT32_MAX ? "sender busy" : "cannot reach D");
+        return;
+    }
+    snd_pull *p = &s->pull[slot];
+    uint32_t gen = p->gen + 1;
+    memset(p, 0, sizeof *p);
+    *p = (snd_pull){.used = true, .gen = gen, .ctrl_peer = peer, .data_peer = data_peer,
+                    .batch = m->batch, .d_engine = m->d_engine, .d_tp = m->d_tp_size,
+                    .d_rank = m->d_tp_rank, .d_block_bytes = m->block_bytes, .n_reqs = m->n_reqs};
+    memcpy(p->region, m->region, sizeof p->region);
+    for (uint32_t i = 0; i < m->n_reqs; i++) {
+        p->req[i] = (snd_preq){.d_req = m->req[i].d_req, .tid = m->req[i].transfer_id,
+                               .blocks = m->req[i].blocks};
+        get_or_create(s, m->req[i].transfer_id);
+    }
+    kv_m_snd_timer t = {.slot = slot, .gen = gen};
+    kv_rt_post_at(s->w->rt, s->actor, kv_now_ns(SND_ENV(s)) + s->w->cfg.abort_timeout_ns,
+                  KV_M_P2P_SEND_TIMEOUT, &t, sizeof t);
+    p->gen = gen;
+    try_progress(s, slot);
+}
+
+static void kick_all(kv_p2p_sender *s) {
+    for (uint32_t i = 0; i < SND_PULLS_MAX; i++)
+        if (s->pull[i].used && waiting_reqs(&s->pull[i])) try_progress(s, i);
+}
+
+static void on_record(kv_p2p_sender *s, const kv_p2p_send *r) {
+    snd_entry *e = r->filled ? find_entry(s, r->transfer_id) : get_or_create(s, r->transfer_id);
+    if (!r->filled) return;
+    if (!e) { /* the original raised KeyError here; the entry is made instead */
+        kv_logf(SND_ENV(s), KV_LOG_WARN, "sender: blocks for unknown tid %u", r->transfer_id);
+        e = get_or_create(s, r->transfer_id);
+        if (!e) return;
+    }
+    e->p_req = r->p_req;
+    e->blocks = r->blocks;
+    memcpy(e->first_pos, r->first_pos, sizeof e->first_pos);
+    e->expire_ns = kv_now_ns(SND_ENV(s)) + s->w->cfg.abort_timeout_ns;
+    e->ready = true;
+    kv_rt_post_at(s->w->rt, s->actor, e->expire_ns, KV_M_P2P_REAP, &e->tid, sizeof e->tid);
+    kick_all(s);
+}
+
+static void on_not_processed(kv_p2p_sender *s, uint32_t tid) {
+    snd_entry *e = find_entry(s, tid);
+    if (!e) return;
+    if (e->ready) kv_logf(SND_ENV(s), KV_LOG_WARN, "sender: not-processed tid %u was ready", tid);
+    if (e->sending == 0) memset(e, 0, sizeof *e);
+}
+
+static void on_reap(kv_p2p_sender *s, uint32_t tid) {
+    snd_entry *e = find_entry(s, tid);
+    uint64_t now = kv_now_ns(SND_ENV(s));
+    if (!e || e->p_req == KV_REQ_NONE || e->expire_ns > now) return;
+    if (e->sending) { /* a transfer still runs: look again shortly */
+        kv_rt_post_at(s->w->rt, s->actor, now + s->w->cfg.idle_poll_ns, KV_M_P2P_REAP, &tid, sizeof tid);
+        return;
+    }
+    kv_logf(SND_ENV(s), KV_LOG_INFO, "sender: tid %u expired; releasing its blocks", tid);
+    finished_sending(s, e);
+}
+
+static void on_timeout(kv_p2p_sender *s, const kv_m_snd_timer *t) {
+    if (t->slot >= SND_PULLS_MAX) return;
+    snd_pull *p = &s->pull[t->slot];
+    if (!p->used || p->gen < t->gen) return;
+    if (!waiting_reqs(p)) return;
+    if (p->outstanding) {
+        p->timed_out = true;
+        return;
+    }
+    expire_waiting(s, p);
+}
+
+static void on_done(kv_p2p_sender *s, const kvt_completion *c) {
+    uint32_t slot = (uint32_t)(c->tag >> 32);
+    if (slot >= SND_PULLS_MAX || !s->pull[slot].used || !s->pull[slot].outstanding) {
+        kv_violate(SND_ENV(s), KV_INV_STRAY, s->w->cfg.index, KV_REQ_NONE,
+                   "sender: completion for no outstanding batch (tag %llx)", (unsigned long long)c->tag);
+        return;
+    }
+    snd_pull *p = &s->pull[slot];
+    if (c->status != KV_OK || c->n_failed) {
+        p->round_failed = true;
+        p->provider_err = c->provider_err ? c->provider_err : (int32_t)c->status;
+    }
+    if (--p->outstanding == 0) complete_round(s, slot);
+}
+
+static void on_event(kv_p2p_sender *s, const kv_msg *m) {
+    const kvt_event *ev = m->payload;
+    switch ((kvt_event_kind)ev->kind) {
+    case KVT_EV_DONE: on_done(s, &ev->done); return;
+    case KVT_EV_PEER_DOWN:
+        for (uint32_t i = 0; i < SND_PULLS_MAX; i++) {
+            snd_pull *p = &s->pull[i];
+            if (!p->used || (p->ctrl_peer != ev->peer && p->data_peer != ev->peer)) continue;
+            p->dead = true;
+            if (!p->outstanding) release_pull(p);
+        }
+        return;
+    case KVT_EV_CTRL: break;
+    }
+    const uint8_t *bytes = (const uint8_t *)m->payload + sizeof *ev;
+    if (kv_wire_decode(bytes, ev->len, &s->msg) != KV_OK || s->msg.type != KV_WIRE_XFER_META) {
+        whole_error(s, ev->peer, 0, "malformed pull request");
+        return;
+    }
+    kv_wire_xfer_meta *meta = &s->msg.u.meta;
+    static _Thread_local kv_wire_xfer_meta copy; /* msg is reused by respond() */
+    copy = *meta;
+    on_pull(s, ev->peer, &copy);
+}
+
+static void on_fault(kv_p2p_sender *s, const kv_m_fault *f) {
+    switch ((kv_fault_kind)f->kind) {
+    case KV_F_SENDER_EXCEPTION: s->fault_exception++; break;
+    case KV_F_SENDER_ERR_REQ: s->fault_err_req++; break;
+    case KV_F_SENDER_DROP_RESP: s->fault_drop_resp++; break;
+    case KV_F_BOOT_DOWN: break;
+    }
+}
+
+static void send_handle(void *self, const kv_msg *m) {
+    kv_p2p_sender *s = self;
+    kv_owner_check(SND_ENV(s), &s->owner, s->w->cfg.index);
+    switch (m->kind) {
+    case KV_M_P2P_SEND_RECORD: on_record(s, m->payload); break;
+    case KV_M_P2P_NOT_PROCESSED: on_not_processed(s, *(const uint32_t *)m->payload); break;
+    case KV_M_P2P_SEND_TIMEOUT: on_timeout(s, m->payload); break;
+    case KV_M_P2P_REAP: on_reap(s, *(const uint32_t *)m->payload); break;
+    case KV_M_FAULT: on_fault(s, m->payload); break;
+    case KVT_MSG_EVENT: on_event(s, m); break;
+    default: kv_logf(SND_ENV(s), KV_LOG_WARN, "sender: unexpected message %u", m->kind);
+    }
+}
+
+kv_status kv_p2p_sender_new(kv_worker *w, kv_p2p_sender **out, uint32_t *out_actor) {
+    kv_p2p_sender *s = kv_alloc(w->env, sizeof *s);
+    if (!s) return KV_ENOMEM;
+    s->w = w;
+    char name[32];
+    snprintf(name, sizeof name, "P%u.w%u.send", w->cfg.index, w->rank);
+    kv_status st = kv_rt_spawn(w->rt, name, w->node, send_handle, s, 1u << 18, &s->actor);
+    if (st == KV_OK) st = kvt_ep_open(w->t, s->actor, &s->ep, &s->addr);
+    if (st != KV_OK) {
+        kv_release(w->env, s);
+        return st;
+    }
+    s->owner = (kv_owner){.actor = s->actor, .what = "sender entries"};
+    /* Register this rank with the bootstrap service (POST /register). */
+    kv_wire_boot reg = {.engine = w->cfg.index, .tp_size = w->cfg.tp, .tp_rank = w->rank};
+    reg.addr[0] = s->addr;
+    if (w->cfg.bootstrap_actor != KV_ACTOR_NONE)
+        kv_rt_post(w->rt, w->cfg.bootstrap_actor, KV_M_BOOT_REG, &reg, sizeof reg);
+    *out = s;
+    *out_actor = s->actor;
+    return KV_OK;
+}
+
+void kv_p2p_sender_free(kv_p2p_sender *s) {
+    if (s) kv_release(s->w->env, s);
+}
+
+uint32_t kv_p2p_sender_state(const kv_p2p_sender *s) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < SND_ENTRIES_MAX; i++) n += s->entry[i].used;
+    for (uint32_t i = 0; i < SND_PULLS_MAX; i++) n += s->pull[i].used;
+    return n;
+}

@@ -1,0 +1,173 @@
+/* core/p2p_worker.c — worker half of the P2P connector on the worker main
+ * actor (MooncakeConnectorWorker's main-thread methods).
+ *
+ * start_load_kv only posts: pull metas to the receiver (D), send records and
+ * not-processed ids to the sender (P). Completions come back as messages
+ * and wait here until get_finished swaps them out (vLLM's fetch_finished_*).
+ * On D, every successful completion is verified against the bytes P must
+ * have computed (INV-DATA) before the scheduler hears of it.
+ *
+ * Owner of everything here: the worker main actor. */
+#include <string.h>
+
+#include "core/p2p.h"
+
+typedef struct p2p_worker {
+    kv_owner owner;
+    kv_worker *w;                 /* borrowed: the worker this half lives on */
+    const kv_p2p_meta *meta;      /* bound for the current step (frozen) */
+    kv_p2p_sender *sender;        /* P: owned, runs as its own actor */
+    kv_p2p_receiver *receiver;    /* D: owned, runs as its own actor */
+    uint32_t sender_actor, receiver_actor;
+    kv_id_list finished_sending;  /* since the last get_finished */
+    kv_id_list finished_recving;
+    kv_id_list failed_recving;
+    kv_bad_blocks invalid;
+} p2p_worker;
+
+static void bind(void *self, const void *meta) {
+    p2p_worker *c = self;
+    kv_owner_check(c->w->env, &c->owner, c->w->cfg.index);
+    c->meta = meta;
+}
+
+static void start_load(void *self) {
+    p2p_worker *c = self;
+    kv_worker *w = c->w;
+    const kv_p2p_meta *m = c->meta;
+    if (!m) return;
+    if (c->receiver) {
+        for (uint32_t i = 0; i < m->n_recv; i++) {
+            if (kv_bug_on(w->cfg.bugs, KV_BUG_RECV_MAP_RACE)) /* seed 000 (a): main writes the loop's map */
+                kv_p2p_receiver_insert(c->receiver, &m->recv[i]);
+            else
+                kv_rt_post(w->rt, c->receiver_actor, KV_M_P2P_RECV_START, &m->recv[i], sizeof m->recv[i]);
+        }
+        if (m->n_recv) kv_rt_post(w->rt, c->receiver_actor, KV_M_P2P_RECV_FLUSH, NULL, 0);
+    }
+    if (c->sender) {
+        for (uint32_t i = 0; i < m->n_send; i++)
+            kv_rt_post(w->rt, c->sender_actor, KV_M_P2P_SEND_RECORD, &m->send[i], sizeof m->send[i]);
+        for (uint32_t i = 0; i < m->not_processed.n; i++)
+            kv_rt_post(w->rt, c->sender_actor, KV_M_P2P_NOT_PROCESSED, &m->not_processed.id[i],
+                       sizeof m->not_processed.id[i]);
+    }
+}
+
+static void wait_for_save(void *self) { (void)self; }
+
+static void get_finished(void *self, const kv_id_list *finished, kv_conn_output *out) {
+    p2p_worker *c = self;
+    (void)finished;
+    kv_owner_check(c->w->env, &c->owner, c->w->cfg.index);
+    for (uint32_t i = 0; i < c->finished_sending.n; i++) kv_id_list_add(&out->finished_sending, c->finished_sending.id[i]);
+    for (uint32_t i = 0; i < c->finished_recving.n; i++) kv_id_list_add(&out->finished_recving, c->finished_recving.id[i]);
+    for (uint32_t i = 0; i < c->failed_recving.n; i++) kv_id_list_add(&out->failed_recving, c->failed_recving.id[i]);
+    c->finished_sending.n = c->finished_recving.n = c->failed_recving.n = 0;
+}
+
+static void load_errors(void *self, kv_bad_blocks *out) {
+    p2p_worker *c = self;
+    for (uint32_t i = 0; i < c->invalid.n && out->n < KV_BAD_BLOCKS_MAX; i++) out->e[out->n++] = c->invalid.e[i];
+    c->invalid.n = 0;
+}
+
+static void clear_meta(void *self) { ((p2p_worker *)self)->meta = NULL; }
+
+/* INV-DATA: every block D received holds the bytes P computed for it. */
+static void verify(p2p_worker *c, const kv_p2p_pull *p) {
+    kv_worker *w = c->w;
+    for (uint32_t g = 0; g < p->blocks.n_groups; g++) {
+        for (uint32_t i = 0; i < p->blocks.n[g]; i++) {
+            uint32_t id = p->blocks.id[g][i];
+            if (id == KV_NULL_BLOCK) continue;
+            w->verified_blocks++;
+            if (kv_verify_block(kv_worker_block(w, g, id), &p->tokens, p->first_pos[g] + i,
+                                w->cfg.block_size, p->prompt_len, g, w->head_lo, w->head_hi,
+                                w->cfg.head_bytes))
+                continue;
+            kv_violate(w->env, KV_INV_DATA, w->cfg.index, p->d_req,
+                       "request %u group %u block %u (position %u) rank %u: bytes differ from P's",
+                       p->d_req, g, id, p->first_pos[g] + i, w->rank);
+            return;
+        }
+    }
+}
+
+static void on_recv_done(p2p_worker *c, const kv_m_recv_done *d) {
+    if (!d->failed) {
+        verify(c, &d->pull);
+    } else if (d->pull.blocks.n_groups > 1) {
+        kv_id_list_add(&c->failed_recving, d->d_req); /* HMA: request-level */
+    } else {
+        for (uint32_t i = 0; i < d->pull.blocks.n[0] && c->invalid.n < KV_BAD_BLOCKS_MAX; i++)
+            if (d->pull.blocks.id[0][i] != KV_NULL_BLOCK)
+                c->invalid.e[c->invalid.n++] = (kv_bad_block){0, d->pull.blocks.id[0][i]};
+    }
+    kv_id_list_add(&c->finished_recving, d->d_req);
+}
+
+static void on_message(void *self, const kv_msg *m) {
+    p2p_worker *c = self;
+    kv_owner_check(c->w->env, &c->owner, c->w->cfg.index);
+    switch (m->kind) {
+    case KV_M_P2P_RECV_DONE: on_recv_done(c, m->payload); break;
+    case KV_M_P2P_SEND_DONE:
+        kv_id_list_add(&c->finished_sending, ((const kv_m_send_done *)m->payload)->p_req);
+        break;
+    default: kv_logf(c->w->env, KV_LOG_WARN, "p2p worker: unexpected message %u", m->kind);
+    }
+}
+
+static const kv_conn_worker_ops p2p_worker_ops = {
+    .size = sizeof(kv_conn_worker_ops),
+    .name = "p2p",
+    .bind_connector_metadata = bind,
+    .start_load_kv = start_load,
+    .wait_for_save = wait_for_save,
+    .get_finished = get_finished,
+    .get_block_ids_with_load_errors = load_errors,
+    .clear_connector_metadata = clear_meta,
+    .on_message = on_message,
+};
+
+kv_status kv_p2p_worker_new(kv_worker *w, kv_conn_worker *out) {
+    p2p_worker *c = kv_alloc(w->env, sizeof *c);
+    if (!c) return KV_ENOMEM;
+    c->w = w;
+    c->owner = (kv_owner){.actor = w->main_actor, .what = "p2p worker state"};
+    kv_status st = w->cfg.role == KV_ROLE_PRODUCER
+                       ? kv_p2p_sender_new(w, &c->sender, &c->sender_actor)
+                       : kv_p2p_receiver_new(w, &c->receiver, &c->receiver_actor);
+    if (st != KV_OK) {
+        kv_release(w->env, c);
+        return st;
+    }
+    *out = (kv_conn_worker){.ops = &p2p_worker_ops, .self = c};
+    return KV_OK;
+}
+
+void kv_p2p_worker_free(kv_worker *w, kv_conn_worker *cw) {
+    p2p_worker *c = cw->self;
+    if (!c) return;
+    kv_p2p_sender_free(c->sender);
+    kv_p2p_receiver_free(c->receiver);
+    kv_release(w->env, c);
+    cw->self = NULL;
+    cw->ops = NULL;
+}
+
+uint32_t kv_p2p_worker_state(const kv_conn_worker *cw) {
+    const p2p_worker *c = cw->self;
+    if (!c) return 0;
+    uint32_t n = c->finished_sending.n + c->finished_recving.n + c->failed_recving.n + c->invalid.n;
+    if (c->sender) n += kv_p2p_sender_state(c->sender);
+    if (c->receiver) n += kv_p2p_receiver_state(c->receiver);
+    return n;
+}
+
+uint32_t kv_p2p_worker_actor(const kv_conn_worker *cw) {
+    const p2p_worker *c = cw->self;
+    if (!c) return KV_ACTOR_NONE;
+    return c->sender ? c->sender_actor : c->receiver_actor;
+}

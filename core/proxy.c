@@ -1,0 +1,134 @@
+/* core/proxy.c — P/D router actor; see proxy.h.
+ *
+ * Per request:  NEW --submit--> AT_P (+AT_D when concurrent)
+ *               AT_P --P done LENGTH_CAPPED, sequential--> AT_D
+ *               AT_D --D done--> ENDED (ok / error / aborted)
+ *               any --client abort--> abort sent to every engine holding it
+ * A request that P fails is not sent to D (when sequential). */
+#include "core/proxy.h"
+
+#include <string.h>
+
+static kv_proxy_req *slot(kv_proxy *p, uint32_t id) { return &p->req[id % KV_PROXY_REQS_MAX]; }
+
+static void send_add(kv_proxy *p, kv_proxy_req *q, bool to_p) {
+    kv_req_spec s = q->sub.spec;
+    memset(&s.params, 0, sizeof s.params);
+    s.params.has_transfer_id = true;
+    s.params.transfer_id = q->id;
+    if (to_p) {
+        s.max_tokens = 1;
+        s.params.do_remote_decode = true;
+        q->sent_p = 1;
+    } else {
+        s.prompt_len += q->sub.d_extra_tokens;
+        s.params.do_remote_prefill = true;
+        s.params.has_remote_engine = true;
+        s.params.remote_engine = q->p_engine;
+        s.params.has_bootstrap = true;
+        s.params.remote_bootstrap = p->bootstrap_addr;
+        q->sent_d = 1;
+    }
+    uint32_t e = to_p ? q->p_engine : q->d_engine;
+    kv_rt_post(p->rt, p->engine_actor[e], KV_M_ADD_REQ, &s, sizeof s);
+}
+
+static void end_req(kv_proxy *p, kv_proxy_req *q, kv_proxy_outcome o) {
+    if (q->outcome != KV_OUT_PENDING) return;
+    q->outcome = (uint8_t)o;
+    q->done_ns = kv_now_ns(p->env);
+    if (o == KV_OUT_OK) p->ok++;
+    else if (o == KV_OUT_ABORTED) p->aborted++;
+    else p->errors++;
+}
+
+static void on_submit(kv_proxy *p, const kv_m_proxy_submit *sub) {
+    kv_proxy_req *q = slot(p, sub->spec.id);
+    if (q->used && q->outcome == KV_OUT_PENDING) {
+        kv_logf(p->env, KV_LOG_WARN, "proxy: request slot %u busy; request %u dropped", sub->spec.id % KV_PROXY_REQS_MAX, sub->spec.id);
+        return;
+    }
+    memset(q, 0, sizeof *q);
+    q->used = 1;
+    q->id = sub->spec.id;
+    q->sub = *sub;
+    q->p_engine = sub->p_engine;
+    q->d_engine = sub->d_engine;
+    q->sequential = sub->sequential;
+    q->submit_ns = kv_now_ns(p->env);
+    p->submitted++;
+    send_add(p, q, true);
+    if (!q->sequential) send_add(p, q, false);
+}
+
+static void on_done(kv_proxy *p, const kv_m_req_done *d) {
+    kv_proxy_req *q = slot(p, d->id);
+    if (!q->used || q->id != d->id) return;
+    if (d->engine == q->p_engine && !q->p_done) {
+        q->p_done = 1;
+        q->p_status = d->status;
+        bool ok = d->status == KV_RS_FINISHED_LENGTH_CAPPED;
+        if (q->aborted) return;
+        if (q->sequential && ok) send_add(p, q, false);
+        else if (q->sequential) end_req(p, q, KV_OUT_ERROR);
+        return;
+    }
+    if (d->engine == q->d_engine && !q->d_done) {
+        q->d_done = 1;
+        q->d_status = d->status;
+        kv_req_status st = (kv_req_status)d->status;
+        end_req(p, q, q->aborted || st == KV_RS_FINISHED_ABORTED ? KV_OUT_ABORTED
+                      : st == KV_RS_FINISHED_ERROR                ? KV_OUT_ERROR
+                                                                  : KV_OUT_OK);
+    }
+}
+
+static void on_abort(kv_proxy *p, uint32_t id) {
+    kv_proxy_req *q = slot(p, id);
+    if (!q->used || q->id != id || q->outcome != KV_OUT_PENDING || q->aborted) return;
+    q->aborted = 1;
+    kv_m_abort a = {.id = id};
+    if (q->sent_p && !q->p_done) kv_rt_post(p->rt, p->engine_actor[q->p_engine], KV_M_ABORT, &a, sizeof a);
+    if (q->sent_d && !q->d_done) kv_rt_post(p->rt, p->engine_actor[q->d_engine], KV_M_ABORT, &a, sizeof a);
+    if (!q->sent_d) end_req(p, q, KV_OUT_ABORTED);
+}
+
+static void proxy_handle(void *self, const kv_msg *m) {
+    kv_proxy *p = self;
+    kv_owner_check(p->env, &p->owner, UINT32_MAX);
+    switch (m->kind) {
+    case KV_M_PROXY_SUBMIT: on_submit(p, m->payload); break;
+    case KV_M_REQ_DONE: on_done(p, m->payload); break;
+    case KV_M_PROXY_ABORT: on_abort(p, ((const kv_m_abort *)m->payload)->id); break;
+    default: kv_logf(p->env, KV_LOG_WARN, "proxy: unexpected message %u", m->kind);
+    }
+}
+
+kv_status kv_proxy_new(const kv_env *env, kv_rt *rt, uint32_t node, kv_proxy **out) {
+    kv_proxy *p = kv_alloc(env, sizeof *p);
+    if (!p) return KV_ENOMEM;
+    p->env = env;
+    p->rt = rt;
+    p->req = kv_alloc(env, sizeof(kv_proxy_req) * KV_PROXY_REQS_MAX);
+    kv_status st = p->req ? kv_rt_spawn(rt, "proxy", node, proxy_handle, p, 1u << 18, &p->actor) : KV_ENOMEM;
+    if (st != KV_OK) {
+        kv_proxy_free(p);
+        return st;
+    }
+    p->owner = (kv_owner){.actor = p->actor, .what = "proxy requests"};
+    for (uint32_t i = 0; i < KV_ENGINES_MAX; i++) p->engine_actor[i] = KV_ACTOR_NONE;
+    *out = p;
+    return KV_OK;
+}
+
+void kv_proxy_free(kv_proxy *p) {
+    if (!p) return;
+    kv_release(p->env, p->req);
+    kv_release(p->env, p);
+}
+
+uint32_t kv_proxy_pending(const kv_proxy *p) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < KV_PROXY_REQS_MAX; i++) n += p->req[i].used && p->req[i].outcome == KV_OUT_PENDING;
+    return n;
+}

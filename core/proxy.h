@@ -1,0 +1,53 @@
+/* core/proxy.h — the P/D router (vLLM's disaggregated proxy) as an actor.
+ *
+ * For each client request it sends P the prompt with max_tokens=1 and
+ * do_remote_decode, and D the prompt with do_remote_prefill, the transfer
+ * id, P's engine id and bootstrap address. D is contacted either right away
+ * (concurrent: D's pull may reach P before P has the request, exercising
+ * placeholders) or after P answers (sequential). A client abort goes to
+ * every engine that has the request. Owner: the proxy actor. */
+#ifndef KVCONN_CORE_PROXY_H
+#define KVCONN_CORE_PROXY_H
+
+#include "core/engine.h"
+
+#define KV_PROXY_REQS_MAX 4096u
+
+typedef struct kv_m_proxy_submit {
+    kv_req_spec spec;        /* prompt, decode length, tokens */
+    uint32_t p_engine, d_engine;
+    uint8_t sequential;      /* 1: contact D after P answers */
+    uint32_t d_extra_tokens; /* fault: D is told a longer prompt than P */
+} kv_m_proxy_submit;
+
+typedef enum kv_proxy_outcome {
+    KV_OUT_PENDING = 0, KV_OUT_OK, KV_OUT_ERROR, KV_OUT_ABORTED
+} kv_proxy_outcome;
+
+typedef struct kv_proxy_req {
+    uint32_t id;
+    uint8_t used, sent_p, sent_d, p_done, d_done, aborted, sequential;
+    uint8_t outcome;         /* kv_proxy_outcome */
+    uint32_t p_engine, d_engine;
+    uint32_t p_status, d_status;
+    uint64_t submit_ns, done_ns;
+    kv_m_proxy_submit sub;
+} kv_proxy_req;
+
+typedef struct kv_proxy {
+    kv_owner owner;
+    const kv_env *env;
+    kv_rt *rt;
+    uint32_t actor;
+    uint32_t engine_actor[KV_ENGINES_MAX]; /* scheduler actor per engine index */
+    kvt_addr bootstrap_addr;
+    kv_proxy_req *req;       /* [KV_PROXY_REQS_MAX], owned (env), indexed by id % max */
+    uint64_t submitted, ok, errors, aborted;
+} kv_proxy;
+
+kv_status kv_proxy_new(const kv_env *env, kv_rt *rt, uint32_t node, kv_proxy **out);
+void kv_proxy_free(kv_proxy *p);
+/* Outstanding requests (submitted, not finished everywhere). */
+uint32_t kv_proxy_pending(const kv_proxy *p);
+
+#endif

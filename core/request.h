@@ -1,0 +1,15 @@
+/* core/request.h — request status transitions (see core/request.c). */
+#ifndef KVCONN_CORE_REQUEST_H
+#define KVCONN_CORE_REQUEST_H
+
+#include <stdbool.h>
+
+#include "kvconn/connector.h"
+#include "kvconn/env.h"
+
+bool kv_req_edge_ok(kv_req_status from, kv_req_status to);
+/* The only way a request's status changes. An edge not in the diagram is a
+ * scheduler assertion (reported) and leaves the status unchanged. */
+bool kv_req_set_status(const kv_env *env, uint32_t engine, kv_req *r, kv_req_status to);
+
+#endif

@@ -1,0 +1,316 @@
+/* core/wire.c — the control-message codec (kvconn/wire.h): a bounded,
+ * allocation-free encoder and decoder for the D <-> P side-channel messages
+ * and the bootstrap messages.
+ *
+ * Wire format (every integer little endian, fixed width; fields are written
+ * one by one, never a struct image, so no padding or host order leaks out):
+ *
+ *   header   'K' 'V' u8 version (KV_WIRE_VERSION) u8 type  u32 payload_len
+ *   payload  exactly payload_len bytes, as below for each type
+ *
+ *   str      u16 n, then n bytes; no NUL on the wire. Decode requires
+ *            n < sizeof(destination) and no NUL among the bytes, and
+ *            NUL-terminates.
+ *   table    u8 n_groups (<= KV_GROUPS_MAX), then per group:
+ *            u16 n (<= KV_REQ_BLOCKS_MAX), n x u32 block id
+ *
+ *   XFER_META   u32 d_engine, u32 d_tp_size, u32 d_tp_rank, u32 batch,
+ *               str d_addr,
+ *               u8 n_groups (<= KV_GROUPS_MAX), n_groups x {u32 region, u64 len},
+ *               u32 block_bytes,
+ *               u16 n_reqs (<= KV_PULL_REQS_MAX),
+ *               n_reqs x {u32 d_req, u32 transfer_id, table blocks}
+ *   XFER_RESP   u32 status (0..2), u32 batch, u32 p_tp_rank,
+ *               u16 n_ok (<= KV_PULL_REQS_MAX), n_ok x u32,
+ *               u16 n_err (<= KV_PULL_REQS_MAX), n_err x u32,
+ *               str err_msg
+ *   BOOT_*      u32 engine, u32 tp_size, u32 tp_rank, u32 found,
+ *               u8 n_addr, n_addr x str addr, where n_addr is fixed by the
+ *               type: BOOT_REG 1, BOOT_QUERY 0, BOOT_REPLY tp_size
+ *               (tp_size <= KV_TP_MAX).
+ *
+ * Decode rejects, with KV_EPROTO: a short header, wrong magic, unknown type,
+ * payload_len != len - 8, any count over its bound, any read past the end,
+ * and trailing bytes; a version other than KV_WIRE_VERSION gives KV_EVERSION.
+ * On error the output is zeroed. On success every field not carried on the
+ * wire is zero, so the encoding is canonical: encode(decode(b)) == b for
+ * every accepted b. Encode checks the same bounds (KV_EINVAL) and the
+ * buffer capacity (KV_ENOMEM); bounds win over capacity. */
+#include <stdbool.h>
+#include <string.h>
+
+#include "kvconn/wire.h"
+
+/* ---- writer: counts every byte, stores only those that fit ---- */
+
+typedef struct wcur {
+    uint8_t *p;
+    size_t cap;
+    size_t n; /* bytes wanted so far; may exceed cap */
+} wcur;
+
+static void w_le(wcur *w, uint64_t v, unsigned bytes) {
+    for (unsigned i = 0; i < bytes; i++) {
+        if (w->n < w->cap) w->p[w->n] = (uint8_t)(v >> (8u * i));
+        w->n++;
+    }
+}
+
+static void w_u8(wcur *w, uint32_t v) { w_le(w, v, 1); }
+static void w_u16(wcur *w, uint32_t v) { w_le(w, v, 2); }
+static void w_u32(wcur *w, uint32_t v) { w_le(w, v, 4); }
+static void w_u64(wcur *w, uint64_t v) { w_le(w, v, 8); }
+
+static kv_status w_str(wcur *w, const char *s, size_t size) {
+    const char *z = memchr(s, '\0', size);
+    if (!z) return KV_EINVAL;
+    size_t n = (size_t)(z - s);
+    w_u16(w, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) w_u8(w, (uint8_t)s[i]);
+    return KV_OK;
+}
+
+static kv_status w_table(wcur *w, const kv_block_table *t) {
+    if (t->n_groups > KV_GROUPS_MAX) return KV_EINVAL;
+    w_u8(w, t->n_groups);
+    for (uint32_t g = 0; g < t->n_groups; g++) {
+        if (t->n[g] > KV_REQ_BLOCKS_MAX) return KV_EINVAL;
+        w_u16(w, t->n[g]);
+        for (uint32_t i = 0; i < t->n[g]; i++) w_u32(w, t->id[g][i]);
+    }
+    return KV_OK;
+}
+
+static kv_status w_u32_list(wcur *w, const uint32_t *v, uint32_t n, uint32_t max) {
+    if (n > max) return KV_EINVAL;
+    w_u16(w, n);
+    for (uint32_t i = 0; i < n; i++) w_u32(w, v[i]);
+    return KV_OK;
+}
+
+static kv_status w_meta(wcur *w, const kv_wire_xfer_meta *m) {
+    w_u32(w, m->d_engine);
+    w_u32(w, m->d_tp_size);
+    w_u32(w, m->d_tp_rank);
+    w_u32(w, m->batch);
+    if (w_str(w, m->d_addr.s, sizeof m->d_addr.s) != KV_OK) return KV_EINVAL;
+    if (m->n_groups > KV_GROUPS_MAX || m->n_reqs > KV_PULL_REQS_MAX) return KV_EINVAL;
+    w_u8(w, m->n_groups);
+    for (uint32_t g = 0; g < m->n_groups; g++) {
+        w_u32(w, m->region[g].region);
+        w_u64(w, m->region[g].len);
+    }
+    w_u32(w, m->block_bytes);
+    w_u16(w, m->n_reqs);
+    for (uint32_t i = 0; i < m->n_reqs; i++) {
+        w_u32(w, m->req[i].d_req);
+        w_u32(w, m->req[i].transfer_id);
+        if (w_table(w, &m->req[i].blocks) != KV_OK) return KV_EINVAL;
+    }
+    return KV_OK;
+}
+
+static kv_status w_resp(wcur *w, const kv_wire_xfer_resp *r) {
+    if (r->status > KV_XFER_ERROR) return KV_EINVAL;
+    w_u32(w, r->status);
+    w_u32(w, r->batch);
+    w_u32(w, r->p_tp_rank);
+    if (w_u32_list(w, r->ok, r->n_ok, KV_PULL_REQS_MAX) != KV_OK) return KV_EINVAL;
+    if (w_u32_list(w, r->err, r->n_err, KV_PULL_REQS_MAX) != KV_OK) return KV_EINVAL;
+    return w_str(w, r->err_msg, sizeof r->err_msg);
+}
+
+/* Number of addrs a BOOT_* message carries; UINT32_MAX when out of bounds. */
+static uint32_t boot_n_addr(uint32_t type, uint32_t tp_size) {
+    if (type == KV_WIRE_BOOT_REG) return 1;
+    if (type == KV_WIRE_BOOT_REPLY) return tp_size <= KV_TP_MAX ? tp_size : UINT32_MAX;
+    return 0;
+}
+
+static kv_status w_boot(wcur *w, uint32_t type, const kv_wire_boot *b) {
+    uint32_t n = boot_n_addr(type, b->tp_size);
+    if (n == UINT32_MAX) return KV_EINVAL;
+    w_u32(w, b->engine);
+    w_u32(w, b->tp_size);
+    w_u32(w, b->tp_rank);
+    w_u32(w, b->found);
+    w_u8(w, n);
+    for (uint32_t i = 0; i < n; i++)
+        if (w_str(w, b->addr[i].s, sizeof b->addr[i].s) != KV_OK) return KV_EINVAL;
+    return KV_OK;
+}
+
+static kv_status w_payload(wcur *w, const kv_wire_msg *m) {
+    switch (m->type) {
+    case KV_WIRE_XFER_META: return w_meta(w, &m->u.meta);
+    case KV_WIRE_XFER_RESP: return w_resp(w, &m->u.resp);
+    case KV_WIRE_BOOT_REG:
+    case KV_WIRE_BOOT_QUERY:
+    case KV_WIRE_BOOT_REPLY: return w_boot(w, m->type, &m->u.boot);
+    default: return KV_EINVAL;
+    }
+}
+
+kv_status kv_wire_encode(const kv_wire_msg *m, uint8_t *buf, size_t cap, size_t *out_len) {
+    if (out_len) *out_len = 0;
+    if (!m || !out_len || (!buf && cap)) return KV_EINVAL;
+    wcur w = {.p = buf, .cap = cap, .n = 0};
+    w_u8(&w, 'K');
+    w_u8(&w, 'V');
+    w_u8(&w, KV_WIRE_VERSION);
+    w_u8(&w, m->type & 0xffu);
+    w_u32(&w, 0); /* payload length, patched below */
+    kv_status st = w_payload(&w, m);
+    if (st != KV_OK) return st;
+    if (w.n > cap || w.n - KV_WIRE_HDR_BYTES > UINT32_MAX) return KV_ENOMEM;
+    wcur len_w = {.p = buf + 4, .cap = 4, .n = 0};
+    w_u32(&len_w, (uint32_t)(w.n - KV_WIRE_HDR_BYTES));
+    *out_len = w.n;
+    return KV_OK;
+}
+
+/* ---- reader: bounded, sticky failure ---- */
+
+typedef struct rcur {
+    const uint8_t *p;
+    size_t len;
+    size_t pos;
+    bool bad; /* a read went past the end or a check failed */
+} rcur;
+
+static const uint8_t *r_take(rcur *r, size_t n) {
+    if (r->bad || r->len - r->pos < n) {
+        r->bad = true;
+        return NULL;
+    }
+    const uint8_t *q = r->p + r->pos;
+    r->pos += n;
+    return q;
+}
+
+static uint64_t r_le(rcur *r, unsigned bytes) {
+    const uint8_t *q = r_take(r, bytes);
+    uint64_t v = 0;
+    if (!q) return 0;
+    for (unsigned i = bytes; i-- > 0;) v = (v << 8) | q[i];
+    return v;
+}
+
+static uint32_t r_u8(rcur *r) { return (uint32_t)r_le(r, 1); }
+static uint32_t r_u16(rcur *r) { return (uint32_t)r_le(r, 2); }
+static uint32_t r_u32(rcur *r) { return (uint32_t)r_le(r, 4); }
+static uint64_t r_u64(rcur *r) { return r_le(r, 8); }
+
+/* Reads a count and fails the cursor when it is over max. */
+static uint32_t r_count(rcur *r, unsigned bytes, uint32_t max) {
+    uint32_t n = (uint32_t)r_le(r, bytes);
+    if (n > max) r->bad = true;
+    return r->bad ? 0 : n;
+}
+
+static void r_str(rcur *r, char *dst, size_t size) {
+    uint32_t n = r_u16(r);
+    if (n >= size) r->bad = true;
+    const uint8_t *q = r_take(r, n);
+    if (!q) return;
+    if (memchr(q, '\0', n)) {
+        r->bad = true;
+        return;
+    }
+    memcpy(dst, q, n);
+    dst[n] = '\0';
+}
+
+static void r_table(rcur *r, kv_block_table *t) {
+    t->n_groups = r_count(r, 1, KV_GROUPS_MAX);
+    for (uint32_t g = 0; g < t->n_groups && !r->bad; g++) {
+        t->n[g] = r_count(r, 2, KV_REQ_BLOCKS_MAX);
+        for (uint32_t i = 0; i < t->n[g]; i++) t->id[g][i] = r_u32(r);
+    }
+}
+
+static void r_meta(rcur *r, kv_wire_xfer_meta *m) {
+    m->d_engine = r_u32(r);
+    m->d_tp_size = r_u32(r);
+    m->d_tp_rank = r_u32(r);
+    m->batch = r_u32(r);
+    r_str(r, m->d_addr.s, sizeof m->d_addr.s);
+    m->n_groups = r_count(r, 1, KV_GROUPS_MAX);
+    for (uint32_t g = 0; g < m->n_groups; g++) {
+        m->region[g].region = r_u32(r);
+        m->region[g].len = r_u64(r);
+    }
+    m->block_bytes = r_u32(r);
+    m->n_reqs = r_count(r, 2, KV_PULL_REQS_MAX);
+    for (uint32_t i = 0; i < m->n_reqs && !r->bad; i++) {
+        m->req[i].d_req = r_u32(r);
+        m->req[i].transfer_id = r_u32(r);
+        r_table(r, &m->req[i].blocks);
+    }
+}
+
+static void r_u32_list(rcur *r, uint32_t *v, uint32_t *n) {
+    *n = r_count(r, 2, KV_PULL_REQS_MAX);
+    for (uint32_t i = 0; i < *n; i++) v[i] = r_u32(r);
+}
+
+static void r_resp(rcur *r, kv_wire_xfer_resp *x) {
+    x->status = r_u32(r);
+    if (x->status > KV_XFER_ERROR) r->bad = true;
+    x->batch = r_u32(r);
+    x->p_tp_rank = r_u32(r);
+    r_u32_list(r, x->ok, &x->n_ok);
+    r_u32_list(r, x->err, &x->n_err);
+    r_str(r, x->err_msg, sizeof x->err_msg);
+}
+
+static void r_boot(rcur *r, uint32_t type, kv_wire_boot *b) {
+    b->engine = r_u32(r);
+    b->tp_size = r_u32(r);
+    b->tp_rank = r_u32(r);
+    b->found = r_u32(r);
+    uint32_t want = boot_n_addr(type, b->tp_size);
+    if (r_u8(r) != want) r->bad = true; /* also rejects want == UINT32_MAX */
+    for (uint32_t i = 0; i < want && !r->bad; i++) r_str(r, b->addr[i].s, sizeof b->addr[i].s);
+}
+
+static bool known_type(uint32_t t) { return t >= KV_WIRE_XFER_META && t <= KV_WIRE_BOOT_REPLY; }
+
+/* Checks the header; KV_OK when the payload may be parsed. */
+static kv_status r_header(const uint8_t *buf, size_t len, uint32_t *out_type) {
+    if (len < KV_WIRE_HDR_BYTES || buf[0] != 'K' || buf[1] != 'V') return KV_EPROTO;
+    if (buf[2] != KV_WIRE_VERSION) return KV_EVERSION;
+    if (!known_type(buf[3])) return KV_EPROTO;
+    rcur h = {.p = buf + 4, .len = 4, .pos = 0, .bad = false};
+    if ((uint64_t)r_u32(&h) != (uint64_t)(len - KV_WIRE_HDR_BYTES)) return KV_EPROTO;
+    *out_type = buf[3];
+    return KV_OK;
+}
+
+static void r_payload(rcur *r, kv_wire_msg *out) {
+    switch (out->type) {
+    case KV_WIRE_XFER_META: r_meta(r, &out->u.meta); break;
+    case KV_WIRE_XFER_RESP: r_resp(r, &out->u.resp); break;
+    case KV_WIRE_BOOT_REG:
+    case KV_WIRE_BOOT_QUERY:
+    case KV_WIRE_BOOT_REPLY: r_boot(r, out->type, &out->u.boot); break;
+    default: r->bad = true; break;
+    }
+}
+
+kv_status kv_wire_decode(const uint8_t *buf, size_t len, kv_wire_msg *out) {
+    if (!out) return KV_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!buf) return len ? KV_EINVAL : KV_EPROTO;
+    uint32_t type = 0;
+    kv_status st = r_header(buf, len, &type);
+    if (st != KV_OK) return st;
+    out->type = type;
+    rcur r = {.p = buf + KV_WIRE_HDR_BYTES, .len = len - KV_WIRE_HDR_BYTES, .pos = 0, .bad = false};
+    r_payload(&r, out);
+    if (r.bad || r.pos != r.len) {
+        memset(out, 0, sizeof *out);
+        return KV_EPROTO;
+    }
+    return KV_OK;
+}

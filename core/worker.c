@@ -1,0 +1,95 @@
+/* core/worker.c — the worker main actor (vLLM's model-runner thread) of one
+ * TP rank: per step it binds the connector metadata, starts loads, runs the
+ * "forward pass" (writes each scheduled block's KV bytes, derived from token
+ * ids), waits for saves and collects the connector's finished sets. */
+#include "core/worker.h"
+
+#include <stdio.h> /* snprintf only */
+#include <string.h>
+
+#include "core/p2p.h"
+
+static uint32_t cdiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+/* Forward pass: rewrite every block the step's tokens touched. */
+static void forward(kv_worker *w, const kv_step *st) {
+    uint32_t bs = w->cfg.block_size;
+    for (uint32_t i = 0; i < st->n_reqs; i++) {
+        const kv_step_req *q = &st->req[i];
+        uint32_t end = q->computed_before + q->num_scheduled;
+        if (!q->num_scheduled) continue;
+        uint32_t first = q->computed_before / bs, last = cdiv(end, bs);
+        for (uint32_t g = 0; g < w->cfg.n_groups; g++) {
+            bool mamba = w->cfg.group[g].kind == KV_GROUP_MAMBA;
+            for (uint32_t pos = mamba ? last - 1 : first; pos < last && pos < q->blocks.n[g]; pos++) {
+                uint32_t id = q->blocks.id[g][pos];
+                if (id == KV_NULL_BLOCK) continue;
+                kv_fill_block(kv_worker_block(w, g, id), &q->tokens, pos, bs, end, g, w->head_lo,
+                              w->head_hi, w->cfg.head_bytes);
+            }
+        }
+    }
+}
+
+static void on_execute(kv_worker *w, const kv_m_execute *x) {
+    const kv_step *st = x->step;
+    const kv_conn_worker_ops *ops = w->conn.ops;
+    ops->bind_connector_metadata(w->conn.self, st->conn_meta);
+    ops->start_load_kv(w->conn.self);
+    forward(w, st);
+    ops->wait_for_save(w->conn.self);
+    kv_m_step_result *res = &w->result;
+    res->rank = w->rank;
+    res->step_no = st->step_no;
+    kv_conn_output_clear(&res->out);
+    ops->get_finished(w->conn.self, &st->finished, &res->out);
+    ops->get_block_ids_with_load_errors(w->conn.self, &res->out.invalid_blocks);
+    ops->clear_connector_metadata(w->conn.self);
+    kv_rt_post(w->rt, w->sched_actor, KV_M_STEP_RESULT, res, sizeof *res);
+}
+
+static void main_handle(void *self, const kv_msg *m) {
+    kv_worker *w = self;
+    kv_owner_check(w->env, &w->owner, w->cfg.index);
+    if (m->kind == KV_M_EXECUTE) on_execute(w, m->payload);
+    else w->conn.ops->on_message(w->conn.self, m);
+}
+
+kv_status kv_worker_new(kv_engine *e, uint32_t rank, kvt *t, kv_conn_kind kind, kv_worker **out) {
+    kv_worker *w = kv_alloc(e->env, sizeof *w);
+    if (!w) return KV_ENOMEM;
+    w->env = e->env;
+    w->rt = e->rt;
+    w->cfg = e->cfg;
+    w->rank = rank;
+    w->node = e->cfg.node + 1 + rank;
+    w->sched_actor = e->sched_actor;
+    w->t = t;
+    kv_heads_of(e->cfg.tp, rank, &w->head_lo, &w->head_hi);
+    w->block_bytes = (w->head_hi - w->head_lo) * e->cfg.head_bytes;
+    w->capacity = e->cfg.pool_blocks + 1;
+    char name[32];
+    snprintf(name, sizeof name, "%c%u.w%u.main", e->cfg.role == KV_ROLE_PRODUCER ? 'P' : 'D',
+             e->cfg.index, rank);
+    kv_status st = kv_rt_spawn(e->rt, name, w->node, main_handle, w, 1u << 17, &w->main_actor);
+    w->owner = (kv_owner){.actor = w->main_actor, .what = "worker main"};
+    for (uint32_t g = 0; g < e->cfg.n_groups && st == KV_OK; g++) {
+        uint64_t bytes = (uint64_t)w->capacity * w->block_bytes;
+        w->kv[g] = kv_alloc(e->env, bytes);
+        st = w->kv[g] ? kvt_reg(t, w->kv[g], bytes, KVT_MEM_HOST, &w->region[g]) : KV_ENOMEM;
+    }
+    if (st == KV_OK && kind == KV_CONN_P2P) st = kv_p2p_worker_new(w, &w->conn);
+    if (st != KV_OK) {
+        kv_worker_free(w);
+        return st;
+    }
+    *out = w;
+    return KV_OK;
+}
+
+void kv_worker_free(kv_worker *w) {
+    if (!w) return;
+    if (w->conn.ops) kv_p2p_worker_free(w, &w->conn);
+    for (uint32_t g = 0; g < KV_GROUPS_MAX; g++) kv_release(w->env, w->kv[g]);
+    kv_release(w->env, w);
+}

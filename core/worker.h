@@ -1,0 +1,40 @@
+/* core/worker.h — one worker (TP rank) of an engine: the model-runner main
+ * actor, its KV memory (one region per KV group, registered with the
+ * transport), and the connector's worker half.
+ *
+ * Owner: the worker main actor. The connector's own actors (sender,
+ * receiver) read the worker's immutable configuration (cfg, rank, regions)
+ * and never its mutable state. */
+#ifndef KVCONN_CORE_WORKER_H
+#define KVCONN_CORE_WORKER_H
+
+#include "core/engine.h"
+
+struct kv_worker {
+    kv_owner owner;              /* the worker main actor */
+    const kv_env *env;           /* borrowed */
+    kv_rt *rt;                   /* borrowed */
+    kv_engine_cfg cfg;           /* immutable copy */
+    uint32_t rank;
+    uint32_t node;               /* node of this rank's process */
+    uint32_t main_actor;
+    uint32_t sched_actor;
+    kvt *t;                      /* borrowed: this node's transport */
+    uint32_t head_lo, head_hi;   /* heads held by this rank */
+    uint32_t block_bytes;        /* bytes of one block on this rank */
+    uint32_t capacity;           /* block ids per group incl. the null block */
+    uint8_t *kv[KV_GROUPS_MAX];  /* KV memory per group; owned (env) */
+    kvt_region region[KV_GROUPS_MAX];
+    kv_conn_worker conn;         /* the connector's worker half */
+    kv_m_step_result result;     /* this step's reply, built in place */
+    uint64_t verified_blocks;    /* blocks checked against INV-DATA */
+};
+
+kv_status kv_worker_new(kv_engine *e, uint32_t rank, kvt *t, kv_conn_kind kind, kv_worker **out);
+void kv_worker_free(kv_worker *w);
+/* Byte address of (group, block) in this rank's memory. */
+static inline uint8_t *kv_worker_block(kv_worker *w, uint32_t g, uint32_t block) {
+    return w->kv[g] + (uint64_t)block * w->block_bytes;
+}
+
+#endif

@@ -1,0 +1,300 @@
+/* sim/sim_rt.c — single-threaded deterministic actor runtime; see sim_rt.h. */
+#include "sim/sim_rt.h"
+
+#include <string.h>
+
+#include "kvconn/limits.h"
+
+typedef struct mbox_hdr {
+    uint32_t kind, src, len;
+} mbox_hdr;
+
+typedef struct sim_actor {
+    char name[32];
+    uint32_t node;
+    kv_actor_fn fn;
+    void *self;
+    uint8_t *ring;     /* [cap] bytes; owned (env) */
+    uint32_t cap;
+    uint32_t head;     /* read offset */
+    uint32_t used;     /* bytes in ring */
+    uint32_t n_msgs;
+} sim_actor;
+
+typedef struct sim_event {
+    uint64_t at_ns;
+    uint64_t seq;
+    uint32_t to, kind, src, len;
+    uint32_t off; /* payload offset in arena */
+} sim_event;
+
+struct sim_rt {
+    kv_rt iface;
+    const kv_env *env;
+    sim_choice *choice;
+    sim_rt_cfg cfg;
+    uint64_t now_ns;
+    uint32_t current;
+    uint32_t n_actors;
+    sim_actor actors[SIM_ACTORS_MAX];
+    /* FIFO per (source node, destination actor) for cross-node posts:
+     * delivery time never goes backwards on one pair. */
+    uint64_t pair_last_ns[KV_ENGINES_MAX * (KV_TP_MAX + 1) + 8][SIM_ACTORS_MAX];
+    sim_event *heap;   /* [events_max]; owned */
+    uint32_t n_events;
+    uint64_t seq;
+    uint8_t *arena;    /* [arena_bytes]; owned */
+    uint32_t arena_used;
+    uint32_t runnable_list[SIM_ACTORS_MAX];
+    kv_status error;
+    uint64_t messages;
+    sim_rt_hook hook;
+    void *hook_ctx;
+};
+
+#define PAIR_NODES (KV_ENGINES_MAX * (KV_TP_MAX + 1) + 8)
+
+static uint32_t align4(uint32_t n) { return (n + 3u) & ~3u; }
+
+/* Ring copies in at most two segments. */
+static void ring_write(sim_actor *a, uint32_t at, const void *src, uint32_t n) {
+    uint32_t first = a->cap - at < n ? a->cap - at : n;
+    memcpy(a->ring + at, src, first);
+    memcpy(a->ring, (const uint8_t *)src + first, n - first);
+}
+
+static void ring_read(const sim_actor *a, uint32_t at, void *dst, uint32_t n) {
+    uint32_t first = a->cap - at < n ? a->cap - at : n;
+    memcpy(dst, a->ring + at, first);
+    memcpy((uint8_t *)dst + first, a->ring, n - first);
+}
+
+static kv_status mbox_push(sim_rt *rt, uint32_t to, uint32_t kind, uint32_t src, const void *p,
+                           uint32_t len) {
+    sim_actor *a = &rt->actors[to];
+    uint32_t need = (uint32_t)sizeof(mbox_hdr) + align4(len);
+    if (a->used + need > a->cap) {
+        rt->error = KV_EFULL;
+        kv_logf(rt->env, KV_LOG_ERROR, "sim_rt: mailbox of %s full (%u + %u > %u)", a->name,
+                a->used, need, a->cap);
+        return KV_EFULL;
+    }
+    mbox_hdr h = {kind, src, len};
+    uint32_t tail = (a->head + a->used) % a->cap;
+    ring_write(a, tail, &h, sizeof h);
+    if (len) ring_write(a, (tail + (uint32_t)sizeof h) % a->cap, p, len);
+    a->used += need;
+    a->n_msgs++;
+    return KV_OK;
+}
+
+static void heap_swap(sim_event *h, uint32_t i, uint32_t j) {
+    sim_event t = h[i];
+    h[i] = h[j];
+    h[j] = t;
+}
+
+static bool ev_less(const sim_event *a, const sim_event *b) {
+    return a->at_ns < b->at_ns || (a->at_ns == b->at_ns && a->seq < b->seq);
+}
+
+static kv_status heap_push(sim_rt *rt, sim_event ev) {
+    if (rt->n_events >= rt->cfg.events_max) {
+        rt->error = KV_ENOMEM;
+        return KV_ENOMEM;
+    }
+    ev.seq = rt->seq++;
+    uint32_t i = rt->n_events++;
+    rt->heap[i] = ev;
+    while (i > 0) {
+        uint32_t parent = (i - 1) / 2;
+        if (!ev_less(&rt->heap[i], &rt->heap[parent])) break;
+        heap_swap(rt->heap, i, parent);
+        i = parent;
+    }
+    return KV_OK;
+}
+
+static sim_event heap_pop(sim_rt *rt) {
+    sim_event top = rt->heap[0];
+    rt->heap[0] = rt->heap[--rt->n_events];
+    uint32_t i = 0;
+    for (;;) {
+        uint32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < rt->n_events && ev_less(&rt->heap[l], &rt->heap[m])) m = l;
+        if (r < rt->n_events && ev_less(&rt->heap[r], &rt->heap[m])) m = r;
+        if (m == i) break;
+        heap_swap(rt->heap, i, m);
+        i = m;
+    }
+    return top;
+}
+
+static kv_status schedule(sim_rt *rt, uint32_t to, uint64_t at, uint32_t kind, const void *p,
+                          uint32_t len) {
+    uint32_t need = align4(len);
+    if (rt->arena_used + need > rt->cfg.arena_bytes) {
+        rt->error = KV_ENOMEM;
+        return KV_ENOMEM;
+    }
+    sim_event ev = {.at_ns = at, .to = to, .kind = kind, .src = rt->current, .len = len,
+                    .off = rt->arena_used};
+    if (len) memcpy(rt->arena + rt->arena_used, p, len);
+    rt->arena_used += need;
+    return heap_push(rt, ev);
+}
+
+static kv_status rt_spawn(kv_rt *iface, const char *name, uint32_t node, kv_actor_fn fn, void *self,
+                          uint32_t mailbox_bytes, uint32_t *out_id) {
+    sim_rt *rt = iface->impl;
+    if (rt->n_actors >= SIM_ACTORS_MAX || node >= PAIR_NODES || mailbox_bytes < 64)
+        return KV_EINVAL;
+    uint32_t id = rt->n_actors;
+    sim_actor *a = &rt->actors[id];
+    if (!a->ring || a->cap < mailbox_bytes) {
+        kv_release(rt->env, a->ring);
+        a->ring = kv_alloc(rt->env, mailbox_bytes);
+        if (!a->ring) return KV_ENOMEM;
+        a->cap = mailbox_bytes;
+    }
+    size_t nl = strlen(name);
+    if (nl >= sizeof a->name) nl = sizeof a->name - 1;
+    memcpy(a->name, name, nl);
+    a->name[nl] = 0;
+    a->node = node;
+    a->fn = fn;
+    a->self = self;
+    a->head = a->used = a->n_msgs = 0;
+    rt->n_actors++;
+    *out_id = id;
+    return KV_OK;
+}
+
+static kv_status rt_post(kv_rt *iface, uint32_t to, uint32_t kind, const void *p, uint32_t len) {
+    sim_rt *rt = iface->impl;
+    if (to >= rt->n_actors || len > KV_MSG_PAYLOAD_MAX) return KV_EINVAL;
+    bool from_world = rt->current >= rt->n_actors;
+    if (from_world || rt->actors[rt->current].node == rt->actors[to].node)
+        return mbox_push(rt, to, kind, rt->current, p, len);
+    uint32_t src_node = rt->actors[rt->current].node;
+    uint64_t span = rt->cfg.lat_max_ns - rt->cfg.lat_min_ns;
+    uint64_t lat = rt->cfg.lat_min_ns;
+    if (span) lat += (uint64_t)sim_choice_below(rt->choice, 16) * span / 15u;
+    uint64_t at = rt->now_ns + lat;
+    uint64_t *last = &rt->pair_last_ns[src_node][to];
+    if (at < *last) at = *last;
+    *last = at;
+    return schedule(rt, to, at, kind, p, len);
+}
+
+static kv_status rt_post_at(kv_rt *iface, uint32_t to, uint64_t at_ns, uint32_t kind,
+                            const void *p, uint32_t len) {
+    sim_rt *rt = iface->impl;
+    if (to >= rt->n_actors || len > KV_MSG_PAYLOAD_MAX) return KV_EINVAL;
+    if (at_ns < rt->now_ns) at_ns = rt->now_ns;
+    return schedule(rt, to, at_ns, kind, p, len);
+}
+
+static const kv_rt_ops sim_rt_ops = {
+    .size = sizeof(kv_rt_ops), .spawn = rt_spawn, .post = rt_post, .post_at = rt_post_at};
+
+kv_status sim_rt_new(const kv_env *env, const sim_rt_cfg *cfg, sim_choice *choice, sim_rt **out) {
+    sim_rt *rt = kv_alloc(env, sizeof *rt);
+    if (!rt) return KV_ENOMEM;
+    rt->env = env;
+    rt->cfg = *cfg;
+    rt->heap = kv_alloc(env, sizeof(sim_event) * cfg->events_max);
+    rt->arena = kv_alloc(env, cfg->arena_bytes);
+    if (!rt->heap || !rt->arena) {
+        sim_rt_free(rt);
+        return KV_ENOMEM;
+    }
+    rt->iface = (kv_rt){.ops = &sim_rt_ops, .env = env, .impl = rt};
+    sim_rt_reset(rt, choice);
+    *out = rt;
+    return KV_OK;
+}
+
+void sim_rt_free(sim_rt *rt) {
+    if (!rt) return;
+    for (uint32_t i = 0; i < SIM_ACTORS_MAX; i++) kv_release(rt->env, rt->actors[i].ring);
+    kv_release(rt->env, rt->heap);
+    kv_release(rt->env, rt->arena);
+    kv_release(rt->env, rt);
+}
+
+kv_rt *sim_rt_iface(sim_rt *rt) { return &rt->iface; }
+
+void sim_rt_set_hook(sim_rt *rt, sim_rt_hook hook, void *ctx) {
+    rt->hook = hook;
+    rt->hook_ctx = ctx;
+}
+
+void sim_rt_reset(sim_rt *rt, sim_choice *choice) {
+    rt->choice = choice;
+    rt->now_ns = 0;
+    rt->current = KV_ACTOR_NONE;
+    rt->n_actors = 0; /* rings stay allocated and are reused by spawn */
+    memset(rt->pair_last_ns, 0, sizeof rt->pair_last_ns);
+    rt->n_events = 0;
+    rt->seq = 0;
+    rt->arena_used = 0;
+    rt->error = KV_OK;
+    rt->messages = 0;
+}
+
+uint64_t sim_rt_now(const sim_rt *rt) { return rt->now_ns; }
+void sim_rt_set_now(sim_rt *rt, uint64_t now_ns) { rt->now_ns = now_ns; }
+uint32_t sim_rt_current(const sim_rt *rt) { return rt->current; }
+void sim_rt_set_current(sim_rt *rt, uint32_t actor) { rt->current = actor; }
+
+uint64_t sim_rt_next_event(const sim_rt *rt) {
+    return rt->n_events ? rt->heap[0].at_ns : UINT64_MAX;
+}
+
+void sim_rt_deliver_due(sim_rt *rt) {
+    while (rt->n_events && rt->heap[0].at_ns <= rt->now_ns) {
+        sim_event ev = heap_pop(rt);
+        mbox_push(rt, ev.to, ev.kind, ev.src, rt->arena + ev.off, ev.len);
+    }
+}
+
+uint32_t sim_rt_runnable(const sim_rt *rt) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < rt->n_actors; i++) n += rt->actors[i].n_msgs > 0;
+    return n;
+}
+
+bool sim_rt_run_one(sim_rt *rt) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < rt->n_actors; i++)
+        if (rt->actors[i].n_msgs) rt->runnable_list[n++] = i;
+    if (!n) return false;
+    uint32_t id = rt->runnable_list[sim_choice_below(rt->choice, n)];
+    sim_actor *a = &rt->actors[id];
+    static _Thread_local uint8_t payload[KV_MSG_PAYLOAD_MAX];
+    mbox_hdr h;
+    ring_read(a, a->head, &h, sizeof h);
+    if (h.len) ring_read(a, (a->head + (uint32_t)sizeof h) % a->cap, payload, h.len);
+    uint32_t used = (uint32_t)sizeof h + align4(h.len);
+    a->head = (a->head + used) % a->cap;
+    a->used -= used;
+    a->n_msgs--;
+    kv_msg m = {.kind = h.kind, .src = h.src, .len = h.len, .payload = payload};
+    rt->current = id;
+    a->fn(a->self, &m);
+    rt->messages++;
+    if (rt->hook) rt->hook(rt->hook_ctx, id, &m);
+    rt->current = KV_ACTOR_NONE;
+    return true;
+}
+
+kv_status sim_rt_error(const sim_rt *rt) { return rt->error; }
+const char *sim_rt_actor_name(const sim_rt *rt, uint32_t a) {
+    return a < rt->n_actors ? rt->actors[a].name : "world";
+}
+uint32_t sim_rt_actor_node(const sim_rt *rt, uint32_t a) {
+    return a < rt->n_actors ? rt->actors[a].node : UINT32_MAX;
+}
+uint32_t sim_rt_actor_count(const sim_rt *rt) { return rt->n_actors; }
+uint64_t sim_rt_messages(const sim_rt *rt) { return rt->messages; }

@@ -1,0 +1,66 @@
+/* sim/sim_rt.h — the simulator's single-threaded actor runtime (kv_rt).
+ *
+ * Mailboxes are byte rings sized at spawn. A post within a node appends at
+ * once; a post across nodes becomes a delivery event at now + latency (drawn
+ * from the choice stream), FIFO per (source node, destination actor); a
+ * post_at is a timer event. Events live in a binary heap ordered by
+ * (time, sequence) — never by pointer — with payloads in a per-run arena.
+ *
+ * The world drives it: sim_rt_deliver_due() moves due events into mailboxes,
+ * sim_rt_run_one() lets one runnable actor (chosen by the choice stream)
+ * handle one message. Between runs sim_rt_reset() rewinds everything without
+ * allocating; actors spawned stay registered. Owner: the world. */
+#ifndef KVCONN_SIM_RT_H
+#define KVCONN_SIM_RT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvconn/actor.h"
+#include "sim/choice.h"
+
+#define SIM_ACTORS_MAX 128u
+
+typedef struct sim_rt_cfg {
+    uint32_t events_max;      /* heap entries */
+    uint32_t arena_bytes;     /* event payload arena per run */
+    uint64_t lat_min_ns;      /* cross-node post latency range */
+    uint64_t lat_max_ns;
+} sim_rt_cfg;
+
+typedef struct sim_rt sim_rt;
+
+/* Called once per handled message, after the handler ran (trace, checker). */
+typedef void (*sim_rt_hook)(void *ctx, uint32_t actor, const kv_msg *m);
+
+kv_status sim_rt_new(const kv_env *env, const sim_rt_cfg *cfg, sim_choice *choice, sim_rt **out);
+void sim_rt_free(sim_rt *rt);
+kv_rt *sim_rt_iface(sim_rt *rt);
+void sim_rt_set_hook(sim_rt *rt, sim_rt_hook hook, void *ctx);
+/* Empties mailboxes, heap and arena; forgets all actors. */
+void sim_rt_reset(sim_rt *rt, sim_choice *choice);
+
+/* The virtual clock (the env's now_ns should return this). */
+uint64_t sim_rt_now(const sim_rt *rt);
+void sim_rt_set_now(sim_rt *rt, uint64_t now_ns);
+uint32_t sim_rt_current(const sim_rt *rt);
+/* Set the actor the core sees as running while the world itself acts. */
+void sim_rt_set_current(sim_rt *rt, uint32_t actor);
+
+/* Earliest pending event time, UINT64_MAX if none. */
+uint64_t sim_rt_next_event(const sim_rt *rt);
+/* Moves every event due at or before now into mailboxes. */
+void sim_rt_deliver_due(sim_rt *rt);
+uint32_t sim_rt_runnable(const sim_rt *rt);
+/* Runs one message of one runnable actor; false if none is runnable. */
+bool sim_rt_run_one(sim_rt *rt);
+/* Non-zero when a bounded resource ran out (mailbox, heap, arena): the run
+ * is invalid as a test of the core and the world stops it. */
+kv_status sim_rt_error(const sim_rt *rt);
+
+const char *sim_rt_actor_name(const sim_rt *rt, uint32_t actor);
+uint32_t sim_rt_actor_node(const sim_rt *rt, uint32_t actor);
+uint32_t sim_rt_actor_count(const sim_rt *rt);
+uint64_t sim_rt_messages(const sim_rt *rt);
+
+#endif

@@ -1,0 +1,449 @@
+/* sim/world.c — builds a deployment from sim_world_cfg, drives the runtime
+ * and the simulated network, injects faults, and checks invariants after
+ * every event and at quiescence. See world.h. */
+#include "sim/world.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/bootstrap.h"
+#include "core/p2p.h"
+#include "core/proxy.h"
+#include "core/worker.h"
+#include "sim/sim_net.h"
+#include "sim/sim_rt.h"
+
+#define ARENA_BYTES (192u << 20)
+#define NODE_OF_ENGINE(i) (1u + (i) * (KV_TP_MAX + 1u))
+#define NET_EVENTS_MAX 256u
+
+struct sim_world {
+    kv_env env;          /* per-run: arena allocation */
+    kv_env penv;         /* persistent: runtime and network */
+    uint8_t *arena;
+    size_t arena_used, arena_peak;
+    sim_choice choice;
+    sim_rt *rt;
+    sim_net *net;
+    const sim_world_cfg *cfg;
+    kv_proxy *proxy;
+    kv_bootstrap *boot;
+    kv_engine *eng[KV_ENGINES_MAX];
+    uint32_t n_eng;
+    sim_result *res;
+    FILE *trace;
+    uint64_t events;
+    uint64_t hash;
+    uint32_t order[SIM_REQS_MAX + SIM_FAULTS_MAX]; /* world items by time */
+    uint32_t n_items, next_item;
+    kvt_event net_ev[NET_EVENTS_MAX];
+    uint32_t net_off[NET_EVENTS_MAX];
+    uint8_t net_buf[1u << 20];
+};
+
+/* ---- env ------------------------------------------------------------------ */
+
+static uint64_t w_now(void *ctx) { return sim_rt_now(((sim_world *)ctx)->rt); }
+static void *w_alloc(void *ctx, size_t n) {
+    sim_world *w = ctx;
+    size_t need = (n + 63u) & ~(size_t)63u;
+    if (w->arena_used + need > ARENA_BYTES) return NULL;
+    void *p = w->arena + w->arena_used;
+    w->arena_used += need;
+    return p;
+}
+static void w_release(void *ctx, void *p) { (void)ctx; (void)p; } /* the arena rewinds per run */
+static void *p_alloc(void *ctx, size_t n) { (void)ctx; return calloc(1, n ? n : 1); }
+static void p_release(void *ctx, void *p) { (void)ctx; free(p); }
+static uint64_t w_rand(void *ctx) { return sim_choice_prng(&((sim_world *)ctx)->choice); }
+KV_FMT_VA(3) static void w_log(void *ctx, kv_log_level lvl, const char *fmt, va_list ap) {
+    sim_world *w = ctx;
+    if (!w->trace || lvl < KV_LOG_INFO) return;
+    fprintf(w->trace, "%12llu  %-14s log  ", (unsigned long long)sim_rt_now(w->rt),
+            sim_rt_actor_name(w->rt, sim_rt_current(w->rt)));
+    vfprintf(w->trace, fmt, ap);
+    fputc('\n', w->trace);
+}
+static uint32_t w_actor(void *ctx) { return sim_rt_current(((sim_world *)ctx)->rt); }
+
+static void w_violation(void *ctx, const kv_violation *v) {
+    sim_world *w = ctx;
+    sim_result *r = w->res;
+    if (!r || r->violated) return;
+    r->violated = true;
+    r->inv = v->inv;
+    r->event = w->events;
+    r->at_ns = sim_rt_now(w->rt);
+    r->actor = v->actor;
+    r->engine = v->engine;
+    r->req = v->req;
+    snprintf(r->actor_name, sizeof r->actor_name, "%s", sim_rt_actor_name(w->rt, v->actor));
+    snprintf(r->detail, sizeof r->detail, "%s", v->detail ? v->detail : "");
+    if (w->trace)
+        fprintf(w->trace, "%12llu  %-14s VIOLATION %s: %s\n", (unsigned long long)r->at_ns,
+                r->actor_name, kv_inv_name(v->inv), r->detail);
+}
+
+kv_status sim_world_new(sim_world **out) {
+    sim_world *w = calloc(1, sizeof *w);
+    if (!w) return KV_ENOMEM;
+    w->arena = calloc(1, ARENA_BYTES);
+    w->env = (kv_env){.size = sizeof(kv_env), .ctx = w, .now_ns = w_now, .alloc = w_alloc,
+                      .release = w_release, .random_u64 = w_rand, .log = w_log,
+                      .violation = w_violation, .current_actor = w_actor};
+    w->penv = w->env;
+    w->penv.alloc = p_alloc;
+    w->penv.release = p_release;
+    sim_choice_init(&w->choice, NULL, 0, 1);
+    sim_rt_cfg rc = {.events_max = 1u << 16, .arena_bytes = 16u << 20, .lat_min_ns = 20000, .lat_max_ns = 200000};
+    sim_net_cfg nc = {.nodes_max = NODE_OF_ENGINE(KV_ENGINES_MAX), .eps_max = 8, .regions_max = KV_GROUPS_MAX + 2,
+                      .packets_max = 4096, .ctrl_bytes_max = 8u << 20, .lat_min_ns = 10000,
+                      .lat_max_ns = 100000, .ns_per_kib = 100};
+    if (!w->arena || sim_rt_new(&w->penv, &rc, &w->choice, &w->rt) != KV_OK ||
+        sim_net_new(&w->penv, &nc, &w->choice, &w->net) != KV_OK) {
+        sim_world_free(w);
+        return KV_ENOMEM;
+    }
+    *out = w;
+    return KV_OK;
+}
+
+void sim_world_free(sim_world *w) {
+    if (!w) return;
+    sim_rt_free(w->rt);
+    sim_net_free(w->net);
+    free(w->arena);
+    free(w);
+}
+
+/* ---- building --------------------------------------------------------------- */
+
+void sim_world_cfg_default(sim_world_cfg *c) {
+    memset(c, 0, sizeof *c);
+    c->seed = 1;
+    c->n_p = c->n_d = 1;
+    c->tp_p = c->tp_d = 1;
+    c->n_groups = 1;
+    c->group[0] = (kv_group_cfg){.kind = KV_GROUP_FULL};
+    c->block_size = 16;
+    c->pool_blocks_p = c->pool_blocks_d = 128;
+    c->policy = KV_POLICY_FAIL;
+    c->abort_timeout_ns = 2000000000ull;  /* 2 s virtual (480 s in vLLM, scaled) */
+    c->recv_timeout_ns = 2500000000ull;   /* 2.5 s virtual (540 s in vLLM, scaled) */
+    c->live_bound_ns = 20000000000ull;    /* 20 s virtual */
+}
+
+static kv_engine_cfg engine_cfg(const sim_world *w, uint32_t i) {
+    const sim_world_cfg *c = w->cfg;
+    bool p = i < c->n_p;
+    kv_engine_cfg e = {
+        .index = i, .node = NODE_OF_ENGINE(i), .role = p ? KV_ROLE_PRODUCER : KV_ROLE_CONSUMER,
+        .tp = p ? c->tp_p : c->tp_d, .n_groups = c->n_groups, .block_size = c->block_size,
+        .pool_blocks = p ? c->pool_blocks_p : c->pool_blocks_d, .head_bytes = 8,
+        .max_batched_tokens = 512, .max_running = 32, .policy = c->policy,
+        .prefix_caching = c->prefix_caching, .step_ns_base = 2000000, .step_ns_per_token = 20000,
+        .idle_poll_ns = 5000000, .abort_timeout_ns = c->abort_timeout_ns,
+        .recv_timeout_ns = c->recv_timeout_ns, .bugs = c->bugs,
+        .proxy_actor = w->proxy->actor, .bootstrap_actor = w->boot->actor};
+    memcpy(e.group, c->group, sizeof e.group);
+    return e;
+}
+
+static kv_status build(sim_world *w) {
+    const sim_world_cfg *c = w->cfg;
+    if (c->n_p == 0 || c->n_d == 0 || c->n_p + c->n_d > KV_ENGINES_MAX || c->n_reqs > SIM_REQS_MAX ||
+        c->n_faults > SIM_FAULTS_MAX)
+        return KV_EINVAL;
+    kv_rt *rt = sim_rt_iface(w->rt);
+    kv_status st = kv_proxy_new(&w->env, rt, 0, &w->proxy);
+    if (st == KV_OK) st = kv_bootstrap_new(&w->env, rt, 0, &w->boot);
+    if (st != KV_OK) return st;
+    snprintf(w->proxy->bootstrap_addr.s, sizeof w->proxy->bootstrap_addr.s, "sim-bootstrap:8998");
+    w->n_eng = c->n_p + c->n_d;
+    for (uint32_t i = 0; i < w->n_eng && st == KV_OK; i++) {
+        kv_engine_cfg ec = engine_cfg(w, i);
+        kvt *t[KV_TP_MAX];
+        for (uint32_t r = 0; r < ec.tp; r++) t[r] = sim_net_node(w->net, ec.node + 1 + r);
+        st = kv_engine_new(&w->env, rt, &ec, KV_CONN_P2P, t, &w->eng[i]);
+        if (st == KV_OK) w->proxy->engine_actor[i] = w->eng[i]->sched_actor;
+    }
+    return st;
+}
+
+/* World items: requests [0, n_reqs) and faults [n_reqs, ...), by time. */
+static uint64_t item_time(const sim_world *w, uint32_t it) {
+    return it < w->cfg->n_reqs ? w->cfg->req[it].at_ns : w->cfg->fault[it - w->cfg->n_reqs].at_ns;
+}
+
+static void sort_items(sim_world *w) {
+    w->n_items = w->cfg->n_reqs + w->cfg->n_faults;
+    for (uint32_t i = 0; i < w->n_items; i++) w->order[i] = i;
+    for (uint32_t i = 1; i < w->n_items; i++) { /* insertion sort: stable, bounded */
+        uint32_t v = w->order[i], j = i;
+        while (j > 0 && item_time(w, w->order[j - 1]) > item_time(w, v)) {
+            w->order[j] = w->order[j - 1];
+            j--;
+        }
+        w->order[j] = v;
+    }
+    w->next_item = 0;
+}
+
+/* ---- faults ------------------------------------------------------------------ */
+
+static uint32_t req_phase(const sim_world *w, uint32_t id) {
+    for (uint32_t i = w->n_eng; i-- > 0;) {
+        const kv_sreq *s = kv_engine_find(w->eng[i], id);
+        if (s) return s->phase;
+    }
+    return KV_PH_DONE;
+}
+
+static void post_fault_to_senders(sim_world *w, uint32_t p, uint32_t kind) {
+    kv_engine *e = w->eng[p % w->cfg->n_p];
+    kv_m_fault f = {.kind = kind};
+    for (uint32_t r = 0; r < e->cfg.tp; r++)
+        kv_rt_post(sim_rt_iface(w->rt), kv_p2p_worker_actor(&e->worker[r]->conn), KV_M_FAULT, &f, sizeof f);
+}
+
+static void apply_fault(sim_world *w, const sim_fault *f) {
+    kv_rt *rt = sim_rt_iface(w->rt);
+    uint32_t phase = KV_PH_DONE;
+    switch ((sim_fault_kind)f->kind) {
+    case SIM_F_ABORT: {
+        uint32_t id = f->target % (w->cfg->n_reqs ? w->cfg->n_reqs : 1);
+        phase = req_phase(w, id);
+        kv_m_abort a = {.id = id};
+        kv_rt_post(rt, w->proxy->actor, KV_M_PROXY_ABORT, &a, sizeof a);
+        break;
+    }
+    case SIM_F_SENDER_EXCEPTION: post_fault_to_senders(w, f->target, KV_F_SENDER_EXCEPTION); break;
+    case SIM_F_SENDER_ERR_REQ: post_fault_to_senders(w, f->target, KV_F_SENDER_ERR_REQ); break;
+    case SIM_F_SENDER_DROP_RESP: post_fault_to_senders(w, f->target, KV_F_SENDER_DROP_RESP); break;
+    case SIM_F_BOOT_DOWN: {
+        kv_m_fault m = {.kind = KV_F_BOOT_DOWN, .arg = f->arg};
+        kv_rt_post(rt, w->boot->actor, KV_M_FAULT, &m, sizeof m);
+        break;
+    }
+    case SIM_F_TE_ERROR: {
+        const kv_engine *e = w->eng[f->target % w->cfg->n_p];
+        for (uint32_t r = 0; r < e->cfg.tp; r++) sim_net_fault_batch(w->net, e->cfg.node + 1 + r, -1, 1);
+        break;
+    }
+    case SIM_F_NET_RESET: {
+        const kv_engine *p = w->eng[f->target % w->cfg->n_p];
+        const kv_engine *d = w->eng[w->cfg->n_p + f->arg % w->cfg->n_d];
+        for (uint32_t a = 0; a < p->cfg.tp; a++)
+            for (uint32_t b = 0; b < d->cfg.tp; b++)
+                sim_net_fault_reset(w->net, p->cfg.node + 1 + a, d->cfg.node + 1 + b);
+        break;
+    }
+    case SIM_F_NET_DELAY: sim_net_fault_delay(w->net, (uint64_t)f->arg * 1000000u, 50000000u); break;
+    case SIM_F_KIND_COUNT: break;
+    }
+    if (f->kind < SIM_F_KIND_COUNT && phase < KV_PH_COUNT) w->res->fault_phase[f->kind][phase]++;
+    if (w->trace)
+        fprintf(w->trace, "%12llu  %-14s FAULT %s target=%u arg=%u\n", (unsigned long long)sim_rt_now(w->rt),
+                "world", sim_fault_name(f->kind), f->target, f->arg);
+}
+
+static void submit_req(sim_world *w, uint32_t i) {
+    const sim_req_plan *q = &w->cfg->req[i];
+    kv_m_proxy_submit s;
+    memset(&s, 0, sizeof s);
+    s.spec.id = i;
+    s.spec.prompt_len = q->prompt_len;
+    s.spec.max_tokens = q->max_tokens;
+    s.spec.tokens = (kv_tokens){.token_seed = sim_mix64(w->cfg->seed ^ ((uint64_t)i << 20)),
+                                .prefix_group = q->prefix_group, .prefix_len = q->prefix_len};
+    s.p_engine = q->p_engine % w->cfg->n_p;
+    s.d_engine = w->cfg->n_p + q->d_engine % w->cfg->n_d;
+    s.sequential = q->sequential;
+    s.d_extra_tokens = q->d_extra_tokens;
+    kv_rt_post(sim_rt_iface(w->rt), w->proxy->actor, KV_M_PROXY_SUBMIT, &s, sizeof s);
+}
+
+static void apply_due_items(sim_world *w) {
+    while (w->next_item < w->n_items && item_time(w, w->order[w->next_item]) <= sim_rt_now(w->rt)) {
+        uint32_t it = w->order[w->next_item++];
+        if (it < w->cfg->n_reqs) submit_req(w, it);
+        else apply_fault(w, &w->cfg->fault[it - w->cfg->n_reqs]);
+    }
+}
+
+/* ---- network ------------------------------------------------------------------- */
+
+static void pump_net(sim_world *w) {
+    static _Thread_local uint8_t msg[sizeof(kvt_event) + KV_WIRE_MAX];
+    kv_status st;
+    do {
+        uint32_t n = 0;
+        st = sim_net_progress(w->net, w->net_ev, w->net_off, NET_EVENTS_MAX, w->net_buf, sizeof w->net_buf, &n);
+        for (uint32_t i = 0; i < n; i++) {
+            const kvt_event *ev = &w->net_ev[i];
+            uint32_t len = (uint32_t)sizeof *ev;
+            memcpy(msg, ev, sizeof *ev);
+            if (ev->kind == KVT_EV_CTRL) {
+                uint32_t clen = ev->len <= KV_WIRE_MAX ? ev->len : 0;
+                memcpy(msg + sizeof *ev, w->net_buf + w->net_off[i], clen);
+                len += clen;
+            }
+            if (len > KV_MSG_PAYLOAD_MAX) {
+                kv_logf(&w->env, KV_LOG_ERROR, "world: control message of %u bytes exceeds a mailbox message", len);
+                continue;
+            }
+            kv_rt_post(sim_rt_iface(w->rt), ev->owner, KVT_MSG_EVENT, msg, len);
+        }
+    } while (st == KV_EAGAIN);
+}
+
+/* ---- checking ------------------------------------------------------------------- */
+
+static void check_engine(sim_world *w, const kv_engine *e) {
+    for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
+        kv_pool_report r;
+        kv_pool_report_get(&e->pool[g], &r);
+        w->res->armed[KV_INV_CONSERVE]++;
+        if (r.free + r.cached + r.owned + r.pinned + r.inflight != r.capacity)
+            kv_violate(&w->env, KV_INV_CONSERVE, e->cfg.index, KV_REQ_NONE,
+                       "engine %u group %u: free %u + cached %u + owned %u + pinned %u + inflight %u != %u",
+                       e->cfg.index, g, r.free, r.cached, r.owned, r.pinned, r.inflight, r.capacity);
+    }
+}
+
+static void after_event(void *ctx, uint32_t actor, const kv_msg *m) {
+    sim_world *w = ctx;
+    w->events++;
+    uint64_t now = sim_rt_now(w->rt);
+    w->hash = sim_mix64(w->hash ^ now) ^ sim_mix64(((uint64_t)actor << 32) ^ m->kind ^ ((uint64_t)m->len << 48));
+    w->res->armed[KV_INV_OWNER]++;
+    if (w->trace)
+        fprintf(w->trace, "%12llu  %-14s msg %u len %u\n", (unsigned long long)now,
+                sim_rt_actor_name(w->rt, actor), m->kind, m->len);
+    uint32_t node = sim_rt_actor_node(w->rt, actor);
+    for (uint32_t i = 0; i < w->n_eng; i++)
+        if (node >= w->eng[i]->cfg.node && node <= w->eng[i]->cfg.node + KV_TP_MAX) check_engine(w, w->eng[i]);
+}
+
+static const char *stall_state(const sim_world *w, uint32_t id, uint32_t *engine) {
+    for (uint32_t i = w->n_eng; i-- > 0;) {
+        const kv_sreq *s = kv_engine_find(w->eng[i], id);
+        if (!s) continue;
+        *engine = i;
+        return s->delay_free ? "finished, blocks held (delayed free)" : kv_req_status_name((kv_req_status)s->r.status);
+    }
+    *engine = UINT32_MAX;
+    return "not on any engine";
+}
+
+static void check_quiescence(sim_world *w, bool timed_out) {
+    sim_rt_set_current(w->rt, KV_ACTOR_NONE);
+    for (uint32_t id = 0; id < w->cfg->n_reqs && !w->res->violated; id++) {
+        w->res->armed[KV_INV_LIVE]++;
+        const kv_proxy_req *q = &w->proxy->req[id % KV_PROXY_REQS_MAX];
+        uint32_t eng = UINT32_MAX;
+        const char *st = stall_state(w, id, &eng);
+        if (eng != UINT32_MAX || (q->used && q->outcome == KV_OUT_PENDING))
+            kv_violate(&w->env, KV_INV_LIVE, eng, id, "request %u did not end by %s: stalled in %s on engine %d",
+                       id, timed_out ? "the liveness bound" : "quiescence", st, (int)eng);
+    }
+    for (uint32_t i = 0; i < w->n_eng && !w->res->violated; i++) {
+        const kv_engine *e = w->eng[i];
+        for (uint32_t g = 0; g < e->cfg.n_groups && !w->res->violated; g++) {
+            kv_pool_report r;
+            kv_pool_report_get(&e->pool[g], &r);
+            w->res->armed[KV_INV_LEAK]++;
+            if (r.owned || r.pinned || r.inflight)
+                kv_violate(&w->env, KV_INV_LEAK, i, KV_REQ_NONE,
+                           "engine %u group %u: %u owned, %u pinned, %u in-flight blocks at the end (HBM leak)",
+                           i, g, r.owned, r.pinned, r.inflight);
+        }
+        uint32_t cs = kv_engine_conn_state(e);
+        if (!w->res->violated && cs)
+            kv_violate(&w->env, KV_INV_LEAK, i, KV_REQ_NONE, "engine %u: %u connector entries left at the end", i, cs);
+    }
+}
+
+/* ---- running ------------------------------------------------------------------- */
+
+static uint64_t min3(uint64_t a, uint64_t b, uint64_t c) { return a < b ? (a < c ? a : c) : (b < c ? b : c); }
+
+kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim_result *out) {
+    memset(out, 0, sizeof *out);
+    memset(w->arena, 0, w->arena_used);
+    w->arena_used = 0;
+    w->cfg = cfg;
+    w->res = out;
+    w->trace = trace;
+    w->events = 0;
+    w->hash = sim_mix64(cfg->seed);
+    sim_choice_init(&w->choice, cfg->choice, cfg->choice_len, cfg->seed);
+    sim_rt_reset(w->rt, &w->choice);
+    sim_net_reset(w->net, &w->choice);
+    sim_rt_set_hook(w->rt, after_event, w);
+    kv_status st = build(w);
+    if (st != KV_OK) return st;
+    sort_items(w);
+    uint64_t last = w->n_items ? item_time(w, w->order[w->n_items - 1]) : 0;
+    uint64_t bound = last + cfg->live_bound_ns;
+    bool timed_out = false;
+    while (!out->violated && sim_rt_error(w->rt) == KV_OK) {
+        apply_due_items(w);
+        pump_net(w);
+        sim_rt_deliver_due(w->rt);
+        if (sim_rt_run_one(w->rt)) continue;
+        uint64_t next_item = w->next_item < w->n_items ? item_time(w, w->order[w->next_item]) : UINT64_MAX;
+        uint64_t next = min3(sim_rt_next_event(w->rt), sim_net_next_due(w->net), next_item);
+        if (next == UINT64_MAX) break;
+        if (next > bound) {
+            timed_out = true;
+            break;
+        }
+        sim_rt_set_now(w->rt, next);
+    }
+    out->sim_error = sim_rt_error(w->rt);
+    if (!out->violated && out->sim_error == KV_OK) check_quiescence(w, timed_out);
+    out->events = w->events;
+    out->trace_hash = w->hash ^ (out->violated ? sim_mix64((uint64_t)out->inv + 1) : 0);
+    out->end_ns = sim_rt_now(w->rt);
+    out->requests_ok = w->proxy->ok;
+    out->requests_error = w->proxy->errors;
+    out->requests_aborted = w->proxy->aborted;
+    for (uint32_t i = 0; i < w->n_eng; i++) {
+        out->armed[KV_INV_STRAY] += w->eng[i]->stats.finished_recving + w->eng[i]->stats.finished_sending;
+        out->armed[KV_INV_SCHED_ASSERT] += w->eng[i]->stats.finished_recving;
+        for (uint32_t r = 0; r < w->eng[i]->cfg.tp; r++) out->armed[KV_INV_DATA] += w->eng[i]->worker[r]->verified_blocks;
+    }
+    if (w->arena_used > w->arena_peak) w->arena_peak = w->arena_used;
+    return KV_OK;
+}
+
+void sim_world_report(const sim_world *w, FILE *out) {
+    for (uint32_t i = 0; i < w->n_eng; i++) {
+        const kv_engine *e = w->eng[i];
+        fprintf(out, "%c%u (tp %u):", e->cfg.role == KV_ROLE_PRODUCER ? 'P' : 'D', i, e->cfg.tp);
+        for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
+            kv_pool_report r;
+            kv_pool_report_get(&e->pool[g], &r);
+            fprintf(out, "  g%u[cap %u free %u cached %u owned %u pinned %u inflight %u]", g, r.capacity,
+                    r.free, r.cached, r.owned, r.pinned, r.inflight);
+        }
+        fprintf(out, "\n    steps %llu  preemptions %llu  aborts %llu  finished %llu  errors %llu  "
+                     "recv %llu  send %llu  load_errors %llu  prefix_hit_tokens %llu\n",
+                (unsigned long long)e->stats.steps, (unsigned long long)e->stats.preemptions,
+                (unsigned long long)e->stats.aborts, (unsigned long long)e->stats.finished,
+                (unsigned long long)e->stats.errors, (unsigned long long)e->stats.finished_recving,
+                (unsigned long long)e->stats.finished_sending, (unsigned long long)e->stats.load_errors,
+                (unsigned long long)e->stats.prefix_hit_tokens);
+    }
+}
+
+const char *sim_fault_name(uint32_t kind) {
+    static const char *const names[SIM_F_KIND_COUNT] = {
+        [SIM_F_ABORT] = "abort",           [SIM_F_SENDER_EXCEPTION] = "sender_exception",
+        [SIM_F_SENDER_ERR_REQ] = "err_reqs", [SIM_F_SENDER_DROP_RESP] = "drop_response",
+        [SIM_F_BOOT_DOWN] = "bootstrap_down", [SIM_F_TE_ERROR] = "te_error",
+        [SIM_F_NET_RESET] = "net_reset",   [SIM_F_NET_DELAY] = "net_delay"};
+    return kind < SIM_F_KIND_COUNT && names[kind] ? names[kind] : "?";
+}

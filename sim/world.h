@@ -1,0 +1,99 @@
+/* sim/world.h — one simulated deployment: a proxy, a bootstrap service, P
+ * and D engines running the real core, the simulated network, a workload, a
+ * fault plan and the invariant checker. A run is a pure function of its
+ * configuration (and choice bytes): the same config gives the same trace
+ * hash on every run, build type and compiler.
+ *
+ * Memory: sim_world_new allocates one arena; each run rewinds it. */
+#ifndef KVCONN_SIM_WORLD_H
+#define KVCONN_SIM_WORLD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/engine.h"
+
+#define SIM_REQS_MAX 256u
+#define SIM_FAULTS_MAX 64u
+
+typedef struct sim_req_plan {
+    uint64_t at_ns;           /* client submits at */
+    uint32_t p_engine, d_engine; /* indices among P engines / D engines */
+    uint32_t prompt_len, max_tokens;
+    uint32_t prefix_group, prefix_len;
+    uint8_t sequential;       /* proxy contacts D after P answers */
+    uint32_t d_extra_tokens;  /* fault: D told a longer prompt ("P has fewer blocks") */
+} sim_req_plan;
+
+typedef enum sim_fault_kind {
+    SIM_F_ABORT = 1,          /* target: request index */
+    SIM_F_SENDER_EXCEPTION,   /* target: P engine: next pull answered with whole ERROR */
+    SIM_F_SENDER_ERR_REQ,     /* target: P engine: next response lists err_reqs */
+    SIM_F_SENDER_DROP_RESP,   /* target: P engine: next response lost (D times out) */
+    SIM_F_BOOT_DOWN,          /* arg: ms the bootstrap answers "unknown" */
+    SIM_F_TE_ERROR,           /* target: P engine: next batch fails (TE nonzero) */
+    SIM_F_NET_RESET,          /* target: P engine, arg: D engine */
+    SIM_F_NET_DELAY,          /* arg: extra ms for 50 ms */
+    SIM_F_KIND_COUNT
+} sim_fault_kind;
+const char *sim_fault_name(uint32_t kind);
+
+typedef struct sim_fault {
+    uint64_t at_ns;
+    uint32_t kind;            /* sim_fault_kind */
+    uint32_t target;
+    uint32_t arg;
+} sim_fault;
+
+typedef struct sim_world_cfg {
+    uint64_t seed;
+    uint32_t n_p, n_d;
+    uint32_t tp_p, tp_d;
+    uint32_t n_groups;
+    kv_group_cfg group[KV_GROUPS_MAX];
+    uint32_t block_size;
+    uint32_t pool_blocks_p, pool_blocks_d;
+    uint8_t policy;           /* kv_fail_policy */
+    bool prefix_caching;
+    uint64_t abort_timeout_ns, recv_timeout_ns;
+    uint32_t bugs;            /* kv_bug mask */
+    uint32_t n_reqs;
+    sim_req_plan req[SIM_REQS_MAX];
+    uint32_t n_faults;
+    sim_fault fault[SIM_FAULTS_MAX];
+    const uint8_t *choice;    /* borrowed choice bytes (may be NULL) */
+    size_t choice_len;
+    uint64_t live_bound_ns;   /* after the last fault/arrival, all must end by then */
+} sim_world_cfg;
+
+/* Fills a sane default topology (1 P, 1 D, TP 1, one full group). */
+void sim_world_cfg_default(sim_world_cfg *c);
+
+typedef struct sim_result {
+    bool violated;
+    kv_inv inv;
+    uint64_t event;           /* index of the event that broke it */
+    uint64_t at_ns;
+    uint32_t actor, engine, req;
+    char actor_name[32];
+    char detail[256];
+    uint64_t events;
+    uint64_t trace_hash;
+    uint64_t end_ns;
+    uint64_t armed[KV_INV_COUNT];
+    uint64_t requests_ok, requests_error, requests_aborted;
+    uint64_t fault_phase[SIM_F_KIND_COUNT][KV_PH_COUNT]; /* coverage: fault kind x phase */
+    kv_status sim_error;      /* a simulator resource ran out (not a core bug) */
+} sim_result;
+
+typedef struct sim_world sim_world;
+
+kv_status sim_world_new(sim_world **out);
+void sim_world_free(sim_world *w);
+/* Runs cfg to quiescence or its liveness bound. trace: optional text trace. */
+kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim_result *out);
+/* Per-engine pool accounting after the last run (for reports). */
+void sim_world_report(const sim_world *w, FILE *out);
+
+#endif

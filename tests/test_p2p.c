@@ -1,0 +1,302 @@
+/* tests/test_p2p.c — the Mooncake P2P connector and the engine contract,
+ * transition by transition (spec section C), through the public world API
+ * with the in-process (sim) transport. Each test names the transition. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "sim/world.h"
+
+static sim_world *W;
+static sim_world_cfg C;
+static sim_result R;
+
+static void setup(void) {
+    cr_assert_eq(sim_world_new(&W), KV_OK);
+    sim_world_cfg_default(&C);
+}
+static void teardown(void) { sim_world_free(W); }
+
+TestSuite(p2p, .init = setup, .fini = teardown, .timeout = 60);
+
+static void reqs(uint32_t n, uint32_t prompt, uint32_t max_tokens) {
+    C.n_reqs = n;
+    for (uint32_t i = 0; i < n; i++)
+        C.req[i] = (sim_req_plan){.at_ns = 1000000ull * (i + 1), .d_engine = i, .p_engine = i,
+                                  .prompt_len = prompt + 7 * i, .max_tokens = max_tokens};
+}
+
+static void run(void) { cr_assert_eq(sim_world_run(W, &C, NULL, &R), KV_OK); }
+
+static void expect_clean(void) {
+    cr_assert(!R.violated, "unexpected %s at event %llu: %s", kv_inv_name(R.inv),
+              (unsigned long long)R.event, R.detail);
+    cr_assert_eq(R.sim_error, KV_OK);
+}
+
+static void expect_violation(kv_inv inv) {
+    cr_assert(R.violated, "expected %s, run was clean", kv_inv_name(inv));
+    cr_assert_eq(R.inv, inv, "expected %s, got %s: %s", kv_inv_name(inv), kv_inv_name(R.inv), R.detail);
+}
+
+/* ---- normal path ------------------------------------------------------------ */
+
+Test(p2p, normal_pd_transfers_and_verifies_every_block) {
+    reqs(8, 90, 5);
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok, 8);
+    cr_assert_gt(R.armed[KV_INV_DATA], 8 * 5, "D verified %llu blocks", (unsigned long long)R.armed[KV_INV_DATA]);
+}
+
+Test(p2p, tp_layouts_pair_ranks_by_heads) {
+    static const uint32_t layouts[][2] = {{2, 1}, {1, 2}, {4, 2}, {2, 4}, {4, 4}};
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        sim_world_cfg_default(&C);
+        C.tp_p = layouts[i][0];
+        C.tp_d = layouts[i][1];
+        reqs(4, 70, 3);
+        run();
+        expect_clean();
+        cr_assert_eq(R.requests_ok, 4, "tp %u->%u", C.tp_p, C.tp_d);
+    }
+}
+
+Test(p2p, hybrid_groups_sliding_window_and_mamba_are_clipped) {
+    C.n_groups = 3;
+    C.group[1] = (kv_group_cfg){.kind = KV_GROUP_SLIDING, .window = 32};
+    C.group[2] = (kv_group_cfg){.kind = KV_GROUP_MAMBA};
+    reqs(6, 150, 4);
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok, 6);
+}
+
+Test(p2p, sequential_and_concurrent_proxy_paths) {
+    reqs(6, 80, 3);
+    for (uint32_t i = 0; i < 6; i++) C.req[i].sequential = (uint8_t)(i & 1);
+    C.req[0].at_ns = C.req[1].at_ns = 1000; /* D's pull can beat P's request: placeholder */
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok, 6);
+}
+
+Test(p2p, partial_prefix_hit_on_d_pulls_only_new_blocks) {
+    C.prefix_caching = true;
+    reqs(2, 130, 2);
+    C.req[0].prefix_len = C.req[1].prefix_len = 96;
+    C.req[1].at_ns = 200000000; /* after request 0 cached its blocks on D */
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok, 2);
+}
+
+/* ---- empty pulls (spec E, bug 3) ------------------------------------------- */
+
+/* (i): D aborts a request before its first schedule (pool too small to admit
+ * it): request_finished queues an empty pull that only lets P free. */
+static void empty_pull_early_abort(void) {
+    C.pool_blocks_d = 4;
+    reqs(1, 200, 2); /* 13 blocks: D can never admit it */
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 60000000, .kind = SIM_F_ABORT, .target = 0};
+}
+
+Test(p2p, empty_pull_early_abort_frees_p_without_completion) {
+    empty_pull_early_abort();
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_aborted, 1);
+}
+
+Test(p2p, seed004_empty_pull_completion_early_abort_trips_scheduler_assert) {
+    empty_pull_early_abort();
+    C.bugs = KV_BUG_EMPTY_PULL_COMPLETION;
+    run();
+    expect_violation(KV_INV_SCHED_ASSERT);
+    cr_assert(strstr(R.detail, "in self.requests"), "%s", R.detail);
+}
+
+/* (ii): a full local prefix hit with a mamba group (N' = N - 1): ext == 0,
+ * the request runs locally and the pull is empty. */
+static void empty_pull_full_hit(void) {
+    C.prefix_caching = true;
+    C.n_groups = 2;
+    C.group[1] = (kv_group_cfg){.kind = KV_GROUP_MAMBA};
+    reqs(2, 0, 2);
+    C.req[0].prompt_len = C.req[1].prompt_len = 4 * 16 + 1;
+    C.req[0].prefix_len = C.req[1].prefix_len = 4 * 16 + 1;
+    C.req[1].d_engine = 0;
+    C.req[1].at_ns = 300000000;
+}
+
+Test(p2p, empty_pull_full_local_hit_runs_locally) {
+    empty_pull_full_hit();
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok, 2);
+}
+
+Test(p2p, seed004_empty_pull_completion_full_hit_trips_is_finished_assert) {
+    empty_pull_full_hit();
+    C.bugs = KV_BUG_EMPTY_PULL_COMPLETION;
+    run();
+    expect_violation(KV_INV_SCHED_ASSERT);
+    cr_assert(strstr(R.detail, "is_finished"), "%s", R.detail);
+}
+
+/* ---- errors ------------------------------------------------------------------ */
+
+Test(p2p, whole_message_error_fails_loads_and_frees_blocks) {
+    reqs(3, 90, 3);
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 500000, .kind = SIM_F_SENDER_EXCEPTION, .target = 0};
+    run();
+    expect_clean();
+    cr_assert_geq(R.requests_error, 1);
+}
+
+Test(p2p, seed000_err_early_return_leaks_d_blocks) {
+    reqs(3, 90, 3);
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 500000, .kind = SIM_F_SENDER_EXCEPTION, .target = 0};
+    C.bugs = KV_BUG_ERR_EARLY_RETURN;
+    run();
+    expect_violation(KV_INV_LIVE);
+    cr_assert(strstr(R.detail, "WAITING_FOR_REMOTE_KVS"), "%s", R.detail);
+}
+
+Test(p2p, finish_with_err_reqs_is_a_load_error) {
+    reqs(2, 90, 3);
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 500000, .kind = SIM_F_SENDER_ERR_REQ, .target = 0};
+    run();
+    expect_clean();
+    cr_assert_geq(R.requests_error, 1);
+}
+
+Test(p2p, transfer_engine_error_fails_every_request_of_the_round) {
+    reqs(2, 90, 3);
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 500000, .kind = SIM_F_TE_ERROR, .target = 0};
+    run();
+    expect_clean();
+    cr_assert_geq(R.requests_error, 1);
+}
+
+Test(p2p, p_has_fewer_blocks_than_d_is_a_request_error) {
+    reqs(2, 60, 3);
+    C.req[0].d_extra_tokens = 64; /* D was told a longer prompt */
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_error, 1);
+    cr_assert_eq(R.requests_ok, 1);
+}
+
+Test(p2p, receive_timeout_fails_the_load_exactly_once) {
+    reqs(2, 90, 3);
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 500000, .kind = SIM_F_SENDER_DROP_RESP, .target = 0};
+    run();
+    expect_clean();
+    cr_assert_geq(R.requests_error, 1);
+}
+
+Test(p2p, seed000_err_early_return_timeout_path_also_leaks) {
+    reqs(2, 90, 3);
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 500000, .kind = SIM_F_SENDER_DROP_RESP, .target = 0};
+    C.bugs = KV_BUG_ERR_EARLY_RETURN;
+    run();
+    expect_violation(KV_INV_LIVE);
+}
+
+Test(p2p, recompute_policy_recovers_from_a_failed_load) {
+    reqs(3, 90, 3);
+    C.policy = KV_POLICY_RECOMPUTE;
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 500000, .kind = SIM_F_SENDER_EXCEPTION, .target = 0};
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok, 3, "recompute keeps every request alive");
+}
+
+Test(p2p, unknown_engine_at_bootstrap_fails_the_batch) {
+    reqs(2, 90, 3);
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 0, .kind = SIM_F_BOOT_DOWN, .arg = 1000};
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_error, 2);
+}
+
+Test(p2p, connection_reset_mid_transfer_fails_cleanly) {
+    reqs(4, 200, 3);
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 1000000 + 150000, .kind = SIM_F_NET_RESET, .target = 0, .arg = 0};
+    run();
+    expect_clean();
+}
+
+/* P's abort-request timeout: D never pulls (aborted before the proxy
+ * contacted it), P reaps its held blocks at expiry. */
+Test(p2p, p_abort_timeout_reaps_blocks_never_pulled) {
+    reqs(1, 90, 3);
+    C.req[0].sequential = 1;
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 1000000 + 1, .kind = SIM_F_ABORT, .target = 0};
+    run();
+    expect_clean();
+    cr_assert_gt(R.end_ns, C.abort_timeout_ns, "P held its blocks until the expiry");
+}
+
+/* ---- aborts in every phase ---------------------------------------------------- */
+
+Test(p2p, abort_in_every_phase_is_clean) {
+    static const uint64_t at[] = {900000, 1000001, 1600000, 2200000, 2600000, 3500000, 6000000, 12000000};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        sim_world_cfg_default(&C);
+        reqs(3, 120, 8);
+        C.n_faults = 1;
+        C.fault[0] = (sim_fault){.at_ns = at[i], .kind = SIM_F_ABORT, .target = 0};
+        run();
+        expect_clean();
+    }
+}
+
+/* ---- preemption ----------------------------------------------------------------- */
+
+Test(p2p, preemption_on_small_pools_keeps_accounting) {
+    C.pool_blocks_p = 24;
+    C.pool_blocks_d = 24;
+    reqs(8, 150, 40);
+    for (uint32_t i = 0; i < 8; i++) C.req[i].at_ns = 1000;
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok + R.requests_error, 8);
+}
+
+/* ---- ownership (seed 000 (a)) ---------------------------------------------------- */
+
+Test(p2p, seed000_recv_map_race_is_an_owner_violation) {
+    reqs(2, 90, 3);
+    C.bugs = KV_BUG_RECV_MAP_RACE;
+    run();
+    expect_violation(KV_INV_OWNER);
+    cr_assert(strstr(R.detail, "receiver pull map"), "%s", R.detail);
+}
+
+/* ---- determinism ------------------------------------------------------------------ */
+
+Test(p2p, same_config_same_trace_hash) {
+    reqs(6, 100, 4);
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 2000000, .kind = SIM_F_ABORT, .target = 2};
+    run();
+    uint64_t h = R.trace_hash, ev = R.events;
+    run();
+    cr_assert_eq(R.trace_hash, h);
+    cr_assert_eq(R.events, ev);
+    C.seed = 2;
+    run();
+    cr_assert_neq(R.trace_hash, h, "a different seed interleaves differently");
+}
