@@ -25,6 +25,7 @@
 #define ENG_VIOLATE(e, inv, req, ...) kv_violate((e)->env, (inv), (e)->cfg.index, (req), __VA_ARGS__)
 
 static uint32_t cdiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+static uint32_t r_max(uint32_t a, uint32_t b) { return a > b ? a : b; }
 
 /* ---- request table ---------------------------------------------------- */
 
@@ -321,7 +322,11 @@ static bool admit_new(kv_engine *e, kv_sreq *s, uint32_t budget, kv_match *m) {
     if (e->conn.ops->get_num_new_matched_tokens(e->conn.self, &s->r, hit, m) != KV_OK) return false;
     if (!m->ready) return false;
     uint32_t n = kv_req_num_tokens(&s->r);
-    uint32_t upto = m->load_async ? hit + m->ext : hit + m->ext + (n - hit - m->ext < budget ? n - hit - m->ext : budget);
+    /* A remote load allocates the whole prompt, so D's table has P's length
+     * (P sends its last n blocks; vLLM's N-1 rule for mamba models would
+     * leave D one block short and shift every block by one position). */
+    uint32_t upto = m->load_async ? r_max(hit + m->ext, s->r.prompt_len)
+                                  : hit + m->ext + (n - hit - m->ext < budget ? n - hit - m->ext : budget);
     if (upto > n) upto = n;
     if (k) take_prefix_hit(e, s, k);
     if (!alloc_upto(e, s, upto > 0 ? upto : 1)) {
@@ -372,7 +377,11 @@ static void schedule_waiting(kv_engine *e, kv_sched_output *so, uint32_t *budget
             *budget -= n;
         }
     }
-    for (uint32_t i = 0; i < n_skipped; i++) e->waiting[e->n_waiting++] = skipped[i];
+    /* vLLM prepends skipped requests: a request waiting for remote KV keeps
+     * its place at the head instead of queueing behind unadmittable ones. */
+    memmove(&e->waiting[n_skipped], &e->waiting[0], e->n_waiting * sizeof e->waiting[0]);
+    memcpy(&e->waiting[0], skipped, n_skipped * sizeof skipped[0]);
+    e->n_waiting += n_skipped;
 }
 
 static void fill_step_blocks(kv_engine *e) {

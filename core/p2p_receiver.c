@@ -377,7 +377,7 @@ kv_status kv_p2p_receiver_new(kv_worker *w, kv_p2p_receiver **out, uint32_t *out
     r->w = w;
     char name[32];
     snprintf(name, sizeof name, "D%u.w%u.recv", w->cfg.index, w->rank);
-    kv_status st = kv_rt_spawn(w->rt, name, w->node, recv_handle, r, 1u << 18, &r->actor);
+    kv_status st = kv_rt_spawn(w->rt, name, w->cfg.node, recv_handle, r, 1u << 18, &r->actor);
     if (st == KV_OK) st = kvt_ep_open(w->t, r->actor, &r->ep, &r->addr);
     if (st != KV_OK) {
         kv_release(w->env, r);

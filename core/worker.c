@@ -71,7 +71,7 @@ kv_status kv_worker_new(kv_engine *e, uint32_t rank, kvt *t, kv_conn_kind kind, 
     char name[32];
     snprintf(name, sizeof name, "%c%u.w%u.main", e->cfg.role == KV_ROLE_PRODUCER ? 'P' : 'D',
              e->cfg.index, rank);
-    kv_status st = kv_rt_spawn(e->rt, name, w->node, main_handle, w, 1u << 17, &w->main_actor);
+    kv_status st = kv_rt_spawn(e->rt, name, e->cfg.node, main_handle, w, 1u << 17, &w->main_actor);
     w->owner = (kv_owner){.actor = w->main_actor, .what = "worker main"};
     for (uint32_t g = 0; g < e->cfg.n_groups && st == KV_OK; g++) {
         uint64_t bytes = (uint64_t)w->capacity * w->block_bytes;

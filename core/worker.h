@@ -16,7 +16,8 @@ struct kv_worker {
     kv_rt *rt;                   /* borrowed */
     kv_engine_cfg cfg;           /* immutable copy */
     uint32_t rank;
-    uint32_t node;               /* node of this rank's process */
+    uint32_t node;               /* transport node of this rank (its actors run in the
+                                  * engine's process: the scheduler's runtime node) */
     uint32_t main_actor;
     uint32_t sched_actor;
     kvt *t;                      /* borrowed: this node's transport */

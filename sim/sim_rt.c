@@ -21,11 +21,16 @@ typedef struct sim_actor {
     uint32_t n_msgs;
 } sim_actor;
 
+#define EV_INLINE_BYTES 48u
+
+/* Small payloads (timers, most control traffic) live in the event itself;
+ * larger ones in the arena, which is rewound whenever the heap empties. */
 typedef struct sim_event {
     uint64_t at_ns;
     uint64_t seq;
     uint32_t to, kind, src, len;
-    uint32_t off; /* payload offset in arena */
+    uint32_t off; /* payload offset in arena when len > EV_INLINE_BYTES */
+    uint8_t inline_payload[EV_INLINE_BYTES];
 } sim_event;
 
 struct sim_rt {
@@ -101,6 +106,7 @@ static bool ev_less(const sim_event *a, const sim_event *b) {
 static kv_status heap_push(sim_rt *rt, sim_event ev) {
     if (rt->n_events >= rt->cfg.events_max) {
         rt->error = KV_ENOMEM;
+        kv_logf(rt->env, KV_LOG_ERROR, "sim_rt: event heap full (%u)", rt->n_events);
         return KV_ENOMEM;
     }
     ev.seq = rt->seq++;
@@ -132,14 +138,19 @@ static sim_event heap_pop(sim_rt *rt) {
 
 static kv_status schedule(sim_rt *rt, uint32_t to, uint64_t at, uint32_t kind, const void *p,
                           uint32_t len) {
+    sim_event ev = {.at_ns = at, .to = to, .kind = kind, .src = rt->current, .len = len};
+    if (len <= EV_INLINE_BYTES) {
+        if (len) memcpy(ev.inline_payload, p, len);
+        return heap_push(rt, ev);
+    }
     uint32_t need = align4(len);
     if (rt->arena_used + need > rt->cfg.arena_bytes) {
         rt->error = KV_ENOMEM;
+        kv_logf(rt->env, KV_LOG_ERROR, "sim_rt: event payload arena exhausted (%u bytes)", rt->arena_used);
         return KV_ENOMEM;
     }
-    sim_event ev = {.at_ns = at, .to = to, .kind = kind, .src = rt->current, .len = len,
-                    .off = rt->arena_used};
-    if (len) memcpy(rt->arena + rt->arena_used, p, len);
+    ev.off = rt->arena_used;
+    memcpy(rt->arena + rt->arena_used, p, len);
     rt->arena_used += need;
     return heap_push(rt, ev);
 }
@@ -255,8 +266,10 @@ uint64_t sim_rt_next_event(const sim_rt *rt) {
 void sim_rt_deliver_due(sim_rt *rt) {
     while (rt->n_events && rt->heap[0].at_ns <= rt->now_ns) {
         sim_event ev = heap_pop(rt);
-        mbox_push(rt, ev.to, ev.kind, ev.src, rt->arena + ev.off, ev.len);
+        const void *p = ev.len <= EV_INLINE_BYTES ? ev.inline_payload : rt->arena + ev.off;
+        mbox_push(rt, ev.to, ev.kind, ev.src, p, ev.len);
     }
+    if (rt->n_events == 0) rt->arena_used = 0;
 }
 
 uint32_t sim_rt_runnable(const sim_rt *rt) {

@@ -96,7 +96,9 @@ Test(p2p, partial_prefix_hit_on_d_pulls_only_new_blocks) {
  * it): request_finished queues an empty pull that only lets P free. */
 static void empty_pull_early_abort(void) {
     C.pool_blocks_d = 4;
-    reqs(1, 200, 2); /* 13 blocks: D can never admit it */
+    reqs(2, 200, 2); /* 13 blocks: D can never admit it */
+    C.req[1].prompt_len = 30; /* a later request keeps D stepping */
+    C.req[1].at_ns = 100000000;
     C.n_faults = 1;
     C.fault[0] = (sim_fault){.at_ns = 60000000, .kind = SIM_F_ABORT, .target = 0};
 }
@@ -106,6 +108,7 @@ Test(p2p, empty_pull_early_abort_frees_p_without_completion) {
     run();
     expect_clean();
     cr_assert_eq(R.requests_aborted, 1);
+    cr_assert_eq(R.requests_ok, 1);
 }
 
 Test(p2p, seed004_empty_pull_completion_early_abort_trips_scheduler_assert) {
@@ -127,6 +130,7 @@ static void empty_pull_full_hit(void) {
     C.req[0].prefix_len = C.req[1].prefix_len = 4 * 16 + 1;
     C.req[1].d_engine = 0;
     C.req[1].at_ns = 300000000;
+    C.req[1].max_tokens = 50; /* still RUNNING when a stray completion would land */
 }
 
 Test(p2p, empty_pull_full_local_hit_runs_locally) {

@@ -36,7 +36,9 @@ static int show(sim_world *w, const char *title, const sim_world_cfg *c) {
            (unsigned long long)r.requests_ok, (unsigned long long)r.requests_error,
            (unsigned long long)r.requests_aborted, (unsigned long long)r.events, (double)r.end_ns / 1e9,
            (unsigned long long)r.trace_hash);
-    if (r.violated)
+    if (r.sim_error != KV_OK)
+        printf("   SIMULATOR RESOURCE EXHAUSTED (%s): the run is not a verdict\n", kv_status_str(r.sim_error));
+    else if (r.violated)
         printf("   VIOLATION %s at event %llu (t=%llu ns) actor %s request %d: %s\n", kv_inv_name(r.inv),
                (unsigned long long)r.event, (unsigned long long)r.at_ns, r.actor_name, (int)r.req, r.detail);
     else
@@ -58,7 +60,7 @@ int main(void) {
     rc |= show(w, "6 requests, 1 P (TP 2) -> 2 D, full + sliding-window groups", &c);
     base(&c, 4);
     c.n_faults = 2;
-    c.fault[0] = (sim_fault){.at_ns = 1500000, .kind = SIM_F_ABORT, .target = 1};
+    c.fault[0] = (sim_fault){.at_ns = 3200000, .kind = SIM_F_ABORT, .target = 1};
     c.fault[1] = (sim_fault){.at_ns = 2500000, .kind = SIM_F_SENDER_EXCEPTION, .target = 0};
     rc |= show(w, "client abort of request 1 + a whole-message ERROR from P", &c);
     base(&c, 3);
