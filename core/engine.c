@@ -128,10 +128,7 @@ static bool alloc_upto(kv_engine *e, kv_sreq *s, uint32_t upto) {
 static void remove_skipped(kv_engine *e, kv_sreq *s) {
     for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
         if (e->cfg.group[g].kind != KV_GROUP_SLIDING) continue;
-        uint32_t w = e->cfg.group[g].window;
-        if (s->r.num_computed <= w) continue;
-        uint32_t first_live_tok = s->r.num_computed - w;
-        uint32_t dead = first_live_tok / e->cfg.block_size;
+        uint32_t dead = kv_sw_dead_blocks(s->r.num_computed, e->cfg.group[g].window, e->cfg.block_size);
         for (uint32_t i = 0; i < dead && i < s->r.blocks.n[g]; i++) {
             uint32_t *id = &s->r.blocks.id[g][i];
             if (*id == KV_NULL_BLOCK) continue;
@@ -285,8 +282,11 @@ static void remote_kv_ready(kv_engine *e, kv_sreq *s) {
     uint32_t n = kv_req_num_tokens(&s->r);
     tag_blocks(e, s, KV_BT_OWNED);
     if (failed) {
-        /* keep the locally cached prefix, recompute the rest */
-        s->r.num_computed = s->local_hit;
+        /* recompute: free everything; the next schedule starts afresh and
+         * finds whatever prefix is still cached */
+        free_blocks(e, s);
+        s->r.num_computed = 0;
+        s->local_hit = 0;
     } else {
         uint32_t got = s->r.blocks.n[0] * e->cfg.block_size;
         uint32_t c = got < n ? got : n;
@@ -339,35 +339,46 @@ static bool admit_new(kv_engine *e, kv_sreq *s, uint32_t budget, kv_match *m) {
     return true;
 }
 
+/* The waiting loop. A request that cannot be admitted blocks every later
+ * new request (FCFS, as vLLM's `break`), but not requests whose remote KV
+ * has arrived: they already hold their blocks, and letting a preempted
+ * request at the head starve them can deadlock a small pool (the preempted
+ * request needs exactly the blocks they hold). Visited requests that do not
+ * run keep their order at the head of the queue (vLLM's prepend). */
 static void schedule_waiting(kv_engine *e, kv_sched_output *so, uint32_t *budget) {
     uint32_t skipped[KV_ENGINE_REQS_MAX], n_skipped = 0;
+    bool blocked = false;
     while (e->n_waiting && *budget && e->n_running < e->cfg.max_running) {
         uint32_t slot = e->waiting[0];
         kv_sreq *s = &e->req[slot];
-        if (s->r.status == KV_RS_WAITING_FOR_REMOTE_KVS) {
-            if (!kv_id_list_has(&e->finished_recving_kv, s->r.id)) {
-                list_remove(e->waiting, &e->n_waiting, slot);
-                skipped[n_skipped++] = slot;
-                continue;
-            }
-            remote_kv_ready(e, s);
+        list_remove(e->waiting, &e->n_waiting, slot);
+        bool remote = s->r.status == KV_RS_WAITING_FOR_REMOTE_KVS;
+        bool ready = remote && kv_id_list_has(&e->finished_recving_kv, s->r.id);
+        if ((remote && !ready) || (blocked && !remote)) {
+            skipped[n_skipped++] = slot;
+            continue;
         }
+        if (ready) remote_kv_ready(e, s);
         kv_match m = {.ready = true};
         bool fresh = s->r.num_computed == 0 && s->r.status == KV_RS_WAITING;
-        if (fresh) {
-            if (!admit_new(e, s, *budget, &m)) break;
-            if (m.load_async) {
-                tag_blocks(e, s, KV_BT_INFLIGHT);
-                set_status(e, s, KV_RS_WAITING_FOR_REMOTE_KVS);
-                list_remove(e->waiting, &e->n_waiting, slot);
-                skipped[n_skipped++] = slot;
-                continue;
-            }
+        if (fresh && !admit_new(e, s, *budget, &m)) {
+            blocked = true;
+            skipped[n_skipped++] = slot;
+            continue;
+        }
+        if (fresh && m.load_async) {
+            tag_blocks(e, s, KV_BT_INFLIGHT);
+            set_status(e, s, KV_RS_WAITING_FOR_REMOTE_KVS);
+            skipped[n_skipped++] = slot;
+            continue;
         }
         uint32_t n = kv_req_num_tokens(&s->r) - s->r.num_computed;
         if (n > *budget) n = *budget;
-        if (!alloc_upto(e, s, s->r.num_computed + n)) break;
-        list_remove(e->waiting, &e->n_waiting, slot);
+        if (!alloc_upto(e, s, s->r.num_computed + n)) {
+            blocked = true;
+            skipped[n_skipped++] = slot;
+            continue;
+        }
         e->running[e->n_running++] = slot;
         bool resumed = s->r.status == KV_RS_PREEMPTED;
         set_status(e, s, KV_RS_RUNNING);
@@ -377,8 +388,6 @@ static void schedule_waiting(kv_engine *e, kv_sched_output *so, uint32_t *budget
             *budget -= n;
         }
     }
-    /* vLLM prepends skipped requests: a request waiting for remote KV keeps
-     * its place at the head instead of queueing behind unadmittable ones. */
     memmove(&e->waiting[n_skipped], &e->waiting[0], e->n_waiting * sizeof e->waiting[0]);
     memcpy(&e->waiting[0], skipped, n_skipped * sizeof skipped[0]);
     e->n_waiting += n_skipped;
@@ -556,8 +565,10 @@ static void on_add(kv_engine *e, const kv_req_spec *sp) {
     kv_sreq *s = NULL;
     for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX && !s; i++)
         if (!e->req[i].used) s = &e->req[i];
-    uint32_t max_tok = KV_REQ_BLOCKS_MAX * e->cfg.block_size;
-    if (!s || sp->prompt_len == 0 || sp->prompt_len + sp->max_tokens > max_tok) {
+    /* vLLM rejects what can never fit: the model length, or the KV cache. */
+    uint32_t max_blocks = e->cfg.pool_blocks < KV_REQ_BLOCKS_MAX ? e->cfg.pool_blocks : KV_REQ_BLOCKS_MAX;
+    uint32_t max_tok = max_blocks * e->cfg.block_size;
+    if (!s || sp->prompt_len == 0 || sp->prompt_len + (sp->max_tokens ? sp->max_tokens : 1) > max_tok) {
         kv_m_req_done d = {.engine = e->cfg.index, .id = sp->id, .status = KV_RS_FINISHED_ERROR,
                            .phase = KV_PH_DONE};
         if (e->cfg.proxy_actor != KV_ACTOR_NONE)

@@ -55,3 +55,7 @@ void kv_heads_of(uint32_t tp, uint32_t rank, uint32_t *lo, uint32_t *hi) {
     *lo = rank * per;
     *hi = *lo + per;
 }
+
+uint32_t kv_sw_dead_blocks(uint32_t n_tokens, uint32_t window, uint32_t block_size) {
+    return n_tokens > window ? (n_tokens - window) / block_size : 0;
+}

@@ -35,6 +35,9 @@ void kv_fill_block(uint8_t *out, const kv_tokens *t, uint32_t pos, uint32_t bloc
 bool kv_verify_block(const uint8_t *have, const kv_tokens *t, uint32_t pos, uint32_t block_size,
                      uint32_t n_tokens, uint32_t group, uint32_t head_lo, uint32_t head_hi,
                      uint32_t head_bytes);
+/* Leading blocks of a sliding-window group that hold only tokens outside the
+ * window once n_tokens are computed (remove_skipped_blocks frees them). */
+uint32_t kv_sw_dead_blocks(uint32_t n_tokens, uint32_t window, uint32_t block_size);
 /* Head range [lo, hi) of rank r in a TP group of size tp (tp divides KV_HEADS). */
 void kv_heads_of(uint32_t tp, uint32_t rank, uint32_t *lo, uint32_t *hi);
 

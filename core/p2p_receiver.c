@@ -42,7 +42,7 @@ typedef struct rcv_task {
     uint32_t p_rank;
     kvt_peer peer;
     bool done;
-    uint32_t gen;    /* bumps on every response; stale timers are ignored */
+    uint32_t timer;  /* id of the one live timer; stale ones are ignored */
 } rcv_task;
 
 typedef struct rcv_batch {
@@ -76,6 +76,7 @@ struct kv_p2p_receiver {
     rcv_req req[RCV_REQS_MAX];
     rcv_batch batch[RCV_BATCHES_MAX];
     uint32_t next_batch_id;
+    uint32_t next_timer;    /* timer ids never repeat, even across slot reuse */
     rcv_agent agent[KV_ENGINES_MAX];
     uint32_t staged[RCV_REQS_MAX];
     uint32_t n_staged;
@@ -148,7 +149,8 @@ void kv_p2p_receiver_insert(kv_p2p_receiver *r, const kv_p2p_pull *p) {
 
 static void arm_timer(kv_p2p_receiver *r, uint32_t slot, uint32_t ti) {
     rcv_task *t = &r->batch[slot].task[ti];
-    kv_m_rcv_timeout to = {.batch = slot, .task = ti, .gen = ++t->gen};
+    t->timer = ++r->next_timer;
+    kv_m_rcv_timeout to = {.batch = slot, .task = ti, .gen = t->timer};
     kv_rt_post_at(r->w->rt, r->actor, kv_now_ns(RCV_ENV(r)) + r->w->cfg.recv_timeout_ns,
                   KV_M_P2P_RECV_TIMEOUT, &to, sizeof to);
 }
@@ -176,6 +178,8 @@ static kv_status send_meta(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
     kv_status st = kv_wire_encode(&r->msg, r->buf, sizeof r->buf, &len);
     if (st == KV_OK) st = kvt_connect(w->t, r->ep, &r->agent[b->engine].addr[t->p_rank], &t->peer);
     if (st == KV_OK) st = kvt_send_ctrl(w->t, r->ep, t->peer, r->buf, (uint32_t)len);
+    kv_logf(RCV_ENV(r), KV_LOG_INFO, "receiver: pull batch %u to P%u rank %u: %u requests (%s)", b->id, b->engine,
+            t->p_rank, b->n_reqs, kv_status_str(st));
     return st;
 }
 
@@ -335,7 +339,7 @@ static void on_timeout(kv_p2p_receiver *r, const kv_m_rcv_timeout *to) {
     rcv_batch *b = &r->batch[to->batch];
     if (!b->used || to->task >= b->n_tasks) return;
     rcv_task *t = &b->task[to->task];
-    if (t->done || t->gen != to->gen) return;
+    if (t->done || t->timer != to->gen) return;
     kv_logf(RCV_ENV(r), KV_LOG_INFO, "receiver: batch %u rank %u timed out", b->id, t->p_rank);
     task_failed(r, b, t);
 }

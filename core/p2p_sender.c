@@ -57,7 +57,8 @@ typedef struct snd_pull {
     bool used;
     bool dead;             /* peer lost: finish the round, answer nobody */
     bool timed_out;        /* ready-wait deadline passed during a round */
-    uint32_t gen;
+    uint32_t gen;          /* round number, part of each batch's tag */
+    uint32_t timer;        /* id of the ready-wait timer; stale ones are ignored */
     kvt_peer ctrl_peer, data_peer;
     uint32_t batch, d_engine, d_tp, d_rank;
     kvt_desc region[KV_GROUPS_MAX];
@@ -82,6 +83,7 @@ struct kv_p2p_sender {
     snd_entry entry[SND_ENTRIES_MAX];
     snd_pull pull[SND_PULLS_MAX];
     uint32_t fault_exception, fault_err_req, fault_drop_resp; /* armed counts */
+    uint32_t next_timer;   /* timer ids never repeat, even across slot reuse */
     kv_wire_msg msg;
     kvt_write writes[KVT_BATCH_WRITES_MAX];
     uint8_t buf[KV_WIRE_MAX];
@@ -138,6 +140,8 @@ static void respond(kv_p2p_sender *s, snd_pull *p, uint32_t status, const char *
         s->fault_drop_resp--;
         return;
     }
+    kv_logf(SND_ENV(s), KV_LOG_INFO, "sender: respond batch %u status %u ok %u err %u%s", p->batch, status,
+            r->n_ok, r->n_err, p->dead ? " (peer gone)" : "");
     size_t len = 0;
     if (!p->dead && kv_wire_encode(&s->msg, s->buf, sizeof s->buf, &len) == KV_OK)
         kvt_send_ctrl(s->w->t, s->ep, p->ctrl_peer, s->buf, (uint32_t)len);
@@ -151,8 +155,9 @@ static uint32_t waiting_reqs(const snd_pull *p) {
     return n;
 }
 
-/* The ready-wait deadline passed: requests still waiting fail. */
-static void expire_waiting(kv_p2p_sender *s, snd_pull *p) {
+/* Requests of p still waiting fail; placeholders they created go too (the
+ * original left them forever: connector state for a finished request). */
+static void fail_waiting(kv_p2p_sender *s, snd_pull *p) {
     for (uint32_t i = 0; i < p->n_reqs; i++) {
         snd_preq *q = &p->req[i];
         if (q->state != PREQ_WAIT) continue;
@@ -161,6 +166,11 @@ static void expire_waiting(kv_p2p_sender *s, snd_pull *p) {
         snd_entry *e = find_entry(s, q->tid);
         if (e && e->p_req == KV_REQ_NONE && e->sending == 0) memset(e, 0, sizeof *e);
     }
+}
+
+/* The ready-wait deadline passed. */
+static void expire_waiting(kv_p2p_sender *s, snd_pull *p) {
+    fail_waiting(s, p);
     respond(s, p, KV_XFER_FINISH, "Timeout waiting for P side ready.");
     release_pull(p);
 }
@@ -205,11 +215,14 @@ static bool plan_request(round_ctx *c, const snd_entry *e, const snd_preq *q) {
     uint32_t h0 = lo > dlo ? lo : dlo, h1 = hi < dhi ? hi : dhi;
     uint32_t len = (h1 - h0) * w->cfg.head_bytes;
     for (uint32_t g = 0; g < w->cfg.n_groups; g++) {
+        /* Only mamba-like groups drop their null blocks; a sliding group's
+         * null entries keep their positions (nothing is copied for them). */
+        bool drop_null = w->cfg.group[g].kind == KV_GROUP_MAMBA;
         uint32_t loc[KV_REQ_BLOCKS_MAX], rem[KV_REQ_BLOCKS_MAX], nl = 0, nr = 0;
         for (uint32_t i = 0; i < e->blocks.n[g]; i++)
-            if (e->blocks.id[g][i] != KV_NULL_BLOCK) loc[nl++] = e->blocks.id[g][i];
+            if (!drop_null || e->blocks.id[g][i] != KV_NULL_BLOCK) loc[nl++] = e->blocks.id[g][i];
         for (uint32_t i = 0; i < q->blocks.n[g]; i++)
-            if (q->blocks.id[g][i] != KV_NULL_BLOCK) rem[nr++] = q->blocks.id[g][i];
+            if (!drop_null || q->blocks.id[g][i] != KV_NULL_BLOCK) rem[nr++] = q->blocks.id[g][i];
         if (nl < nr) {
             kv_logf(SND_ENV(c->s), KV_LOG_WARN, "sender: P num blocks less than D (tid %u group %u: %u < %u)",
                     q->tid, g, nl, nr);
@@ -217,6 +230,7 @@ static bool plan_request(round_ctx *c, const snd_entry *e, const snd_preq *q) {
         }
         for (uint32_t i = 0; i < nr; i++) {
             uint32_t lb = loc[nl - nr + i];
+            if (lb == KV_NULL_BLOCK || rem[i] == KV_NULL_BLOCK) continue;
             add_write(c, (kvt_write){.local = w->region[g],
                                      .local_off = (uint64_t)lb * w->block_bytes + (h0 - lo) * w->cfg.head_bytes,
                                      .remote = p->region[g].region,
@@ -333,10 +347,12 @@ static void on_pull(kv_p2p_sender *s, kvt_peer peer, const kv_wire_xfer_meta *m)
                                .blocks = m->req[i].blocks};
         get_or_create(s, m->req[i].transfer_id);
     }
-    kv_m_snd_timer t = {.slot = slot, .gen = gen};
+    kv_logf(SND_ENV(s), KV_LOG_INFO, "sender: pull batch %u from D%u rank %u: %u requests (slot %u)", m->batch,
+            m->d_engine, m->d_tp_rank, m->n_reqs, slot);
+    p->timer = ++s->next_timer;
+    kv_m_snd_timer t = {.slot = slot, .gen = p->timer};
     kv_rt_post_at(s->w->rt, s->actor, kv_now_ns(SND_ENV(s)) + s->w->cfg.abort_timeout_ns,
                   KV_M_P2P_SEND_TIMEOUT, &t, sizeof t);
-    p->gen = gen;
     try_progress(s, slot);
 }
 
@@ -384,7 +400,7 @@ static void on_reap(kv_p2p_sender *s, uint32_t tid) {
 static void on_timeout(kv_p2p_sender *s, const kv_m_snd_timer *t) {
     if (t->slot >= SND_PULLS_MAX) return;
     snd_pull *p = &s->pull[t->slot];
-    if (!p->used || p->gen < t->gen) return;
+    if (!p->used || p->timer != t->gen) return;
     if (!waiting_reqs(p)) return;
     if (p->outstanding) {
         p->timed_out = true;
@@ -395,7 +411,8 @@ static void on_timeout(kv_p2p_sender *s, const kv_m_snd_timer *t) {
 
 static void on_done(kv_p2p_sender *s, const kvt_completion *c) {
     uint32_t slot = (uint32_t)(c->tag >> 32);
-    if (slot >= SND_PULLS_MAX || !s->pull[slot].used || !s->pull[slot].outstanding) {
+    if (slot >= SND_PULLS_MAX || !s->pull[slot].used || !s->pull[slot].outstanding ||
+        (uint32_t)c->tag != s->pull[slot].gen) {
         kv_violate(SND_ENV(s), KV_INV_STRAY, s->w->cfg.index, KV_REQ_NONE,
                    "sender: completion for no outstanding batch (tag %llx)", (unsigned long long)c->tag);
         return;
@@ -417,6 +434,7 @@ static void on_event(kv_p2p_sender *s, const kv_msg *m) {
             snd_pull *p = &s->pull[i];
             if (!p->used || (p->ctrl_peer != ev->peer && p->data_peer != ev->peer)) continue;
             p->dead = true;
+            fail_waiting(s, p);
             if (!p->outstanding) release_pull(p);
         }
         return;

@@ -78,9 +78,12 @@ static void clear_meta(void *self) { ((p2p_worker *)self)->meta = NULL; }
 static void verify(p2p_worker *c, const kv_p2p_pull *p) {
     kv_worker *w = c->w;
     for (uint32_t g = 0; g < p->blocks.n_groups; g++) {
+        bool sliding = w->cfg.group[g].kind == KV_GROUP_SLIDING;
+        uint32_t dead = sliding ? kv_sw_dead_blocks(p->prompt_len, w->cfg.group[g].window, w->cfg.block_size) : 0;
         for (uint32_t i = 0; i < p->blocks.n[g]; i++) {
             uint32_t id = p->blocks.id[g][i];
-            if (id == KV_NULL_BLOCK) continue;
+            /* outside the window P no longer holds it: no content promised */
+            if (id == KV_NULL_BLOCK || p->first_pos[g] + i < dead) continue;
             w->verified_blocks++;
             if (kv_verify_block(kv_worker_block(w, g, id), &p->tokens, p->first_pos[g] + i,
                                 w->cfg.block_size, p->prompt_len, g, w->head_lo, w->head_hi,

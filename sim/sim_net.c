@@ -220,9 +220,10 @@ static void heap_remove(sim_net *net, uint32_t idx) {
     net->pkt[idx].heap_pos = KVT_NONE;
     net->heap_n--;
     if (pos == net->heap_n) return;
-    heap_set(net, pos, net->heap[net->heap_n]);
+    uint32_t moved = net->heap[net->heap_n];
+    heap_set(net, pos, moved);
     heap_up(net, pos);
-    heap_down(net, net->pkt[net->heap[pos]].heap_pos);
+    heap_down(net, net->pkt[moved].heap_pos);
 }
 
 /* Moves a packet's key earlier (never later). */

@@ -447,3 +447,5 @@ const char *sim_fault_name(uint32_t kind) {
         [SIM_F_NET_RESET] = "net_reset",   [SIM_F_NET_DELAY] = "net_delay"};
     return kind < SIM_F_KIND_COUNT && names[kind] ? names[kind] : "?";
 }
+
+const kv_engine *sim_world_engine(const sim_world *w, uint32_t i) { return i < w->n_eng ? w->eng[i] : NULL; }

@@ -92,15 +92,17 @@ Test(p2p, partial_prefix_hit_on_d_pulls_only_new_blocks) {
 
 /* ---- empty pulls (spec E, bug 3) ------------------------------------------- */
 
-/* (i): D aborts a request before its first schedule (pool too small to admit
- * it): request_finished queues an empty pull that only lets P free. */
+/* (i): D aborts a request before its first schedule: request 0 decodes
+ * for a while and holds D's small pool, so request 1 cannot be admitted and
+ * is aborted while still WAITING. request_finished queues an empty pull
+ * whose only purpose is to let P free its blocks. */
 static void empty_pull_early_abort(void) {
-    C.pool_blocks_d = 4;
-    reqs(2, 200, 2); /* 13 blocks: D can never admit it */
-    C.req[1].prompt_len = 30; /* a later request keeps D stepping */
-    C.req[1].at_ns = 100000000;
+    C.pool_blocks_d = 8;
+    reqs(2, 0, 0);
+    C.req[0] = (sim_req_plan){.at_ns = 1000000, .prompt_len = 40, .max_tokens = 60};
+    C.req[1] = (sim_req_plan){.at_ns = 2000000, .prompt_len = 90, .max_tokens = 2};
     C.n_faults = 1;
-    C.fault[0] = (sim_fault){.at_ns = 60000000, .kind = SIM_F_ABORT, .target = 0};
+    C.fault[0] = (sim_fault){.at_ns = 30000000, .kind = SIM_F_ABORT, .target = 1};
 }
 
 Test(p2p, empty_pull_early_abort_frees_p_without_completion) {

@@ -1,0 +1,262 @@
+/* apps/kvsim — the simulator's command line.
+ *
+ *   kvsim run (--seed N | FILE.kvs) [--bug NAME]... [--trace] [--trace-hash]
+ *   kvsim sweep --seeds A..B [--bug NAME]... [--shard I/N] [--json] [--stop]
+ *   kvsim gen --seed N
+ *
+ * Exit codes: 0 clean, 1 safety violation, 2 liveness violation, 3 bad input,
+ * 4 usage error, 5 simulator resource exhausted. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sim/gen.h"
+#include "sim/sweep.h"
+
+enum { EXIT_CLEAN = 0, EXIT_SAFETY = 1, EXIT_LIVENESS = 2, EXIT_BAD_INPUT = 3, EXIT_USAGE = 4, EXIT_SIM = 5 };
+
+static int usage(const char *cmd) {
+    FILE *o = stderr;
+    if (!cmd || !strcmp(cmd, "run"))
+        fprintf(o, "kvsim run --seed N [--bug NAME]... [--trace] [--trace-hash]\n"
+                   "  Runs one generated scenario and reports the checker's verdict.\n");
+    if (!cmd || !strcmp(cmd, "sweep"))
+        fprintf(o, "kvsim sweep --seeds A..B [--bug NAME]... [--shard I/N] [--stop] [--json]\n"
+                   "  Runs generated scenarios for every seed in A..B; prints a summary table\n"
+                   "  (or one JSON object with --json).\n");
+    if (!cmd || !strcmp(cmd, "gen"))
+        fprintf(o, "kvsim gen --seed N\n  Prints the generated scenario's configuration.\n");
+    if (!cmd)
+        fprintf(o, "bugs: err_early_return recv_map_race empty_pull_completion\n"
+                   "exit: 0 clean, 1 safety violation, 2 liveness violation, 3 bad input, 4 usage, 5 simulator resource\n");
+    return EXIT_USAGE;
+}
+
+static double wall_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int parse_u64(const char *s, uint64_t *out) {
+    char *end;
+    if (!s || !*s) return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end) return -1;
+    *out = v;
+    return 0;
+}
+
+typedef struct opts {
+    uint64_t seed, from, to;
+    int have_seed, have_range, trace, trace_hash, json, stop;
+    uint32_t bugs, shard_i, shard_n;
+} opts;
+
+static int parse_opts(int argc, char **argv, const char *cmd, opts *o) {
+    memset(o, 0, sizeof *o);
+    o->shard_n = 1;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(cmd), -2;
+        if (!strcmp(a, "--seed")) {
+            if (parse_u64(v, &o->seed)) return fprintf(stderr, "kvsim %s: --seed needs a number, got '%s'\n", cmd, v ? v : ""), -1;
+            o->have_seed = 1;
+            i++;
+        } else if (!strcmp(a, "--seeds")) {
+            const char *dots = v ? strstr(v, "..") : NULL;
+            char lo[32];
+            if (!dots || (size_t)(dots - v) >= sizeof lo) return fprintf(stderr, "kvsim %s: --seeds needs A..B, got '%s'\n", cmd, v ? v : ""), -1;
+            memcpy(lo, v, (size_t)(dots - v));
+            lo[dots - v] = 0;
+            if (parse_u64(lo, &o->from) || parse_u64(dots + 2, &o->to) || o->to < o->from)
+                return fprintf(stderr, "kvsim %s: --seeds needs A..B with A <= B, got '%s'\n", cmd, v), -1;
+            o->have_range = 1;
+            i++;
+        } else if (!strcmp(a, "--bug")) {
+            uint32_t b = v ? kv_bug_parse(v) : 0;
+            if (!b) return fprintf(stderr, "kvsim %s: unknown bug switch '%s'\n", cmd, v ? v : ""), -1;
+            o->bugs |= b;
+            i++;
+        } else if (!strcmp(a, "--shard")) {
+            unsigned si, sn;
+            if (!v || sscanf(v, "%u/%u", &si, &sn) != 2 || !sn || si >= sn)
+                return fprintf(stderr, "kvsim %s: --shard needs I/N with I < N, got '%s'\n", cmd, v ? v : ""), -1;
+            o->shard_i = si;
+            o->shard_n = sn;
+            i++;
+        } else if (!strcmp(a, "--trace")) o->trace = 1;
+        else if (!strcmp(a, "--trace-hash")) o->trace_hash = 1;
+        else if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--stop")) o->stop = 1;
+        else return fprintf(stderr, "kvsim %s: unknown option '%s' (try --help)\n", cmd, a), -1;
+    }
+    return 0;
+}
+
+static int verdict_code(const sim_result *r) {
+    if (r->sim_error != KV_OK) return EXIT_SIM;
+    if (!r->violated) return EXIT_CLEAN;
+    return r->inv == KV_INV_LIVE || r->inv == KV_INV_LEAK ? EXIT_LIVENESS : EXIT_SAFETY;
+}
+
+static void print_cfg(const sim_world_cfg *c) {
+    printf("seed %" PRIu64 "\ntopology p=%u d=%u tp_p=%u tp_d=%u block=%u pool_p=%u pool_d=%u policy=%s prefix_cache=%d\n",
+           c->seed, c->n_p, c->n_d, c->tp_p, c->tp_d, c->block_size, c->pool_blocks_p, c->pool_blocks_d,
+           c->policy ? "recompute" : "fail", c->prefix_caching ? 1 : 0);
+    static const char *const kinds[] = {"full", "sliding", "mamba"};
+    for (uint32_t g = 0; g < c->n_groups; g++)
+        printf("group %s window=%u\n", kinds[c->group[g].kind % 3], c->group[g].window);
+    for (uint32_t i = 0; i < c->n_reqs; i++) {
+        const sim_req_plan *q = &c->req[i];
+        printf("req at=%" PRIu64 " p=%u d=%u prompt=%u max=%u prefix_group=%u prefix_len=%u seq=%u d_extra=%u\n",
+               q->at_ns, q->p_engine, q->d_engine, q->prompt_len, q->max_tokens, q->prefix_group, q->prefix_len,
+               q->sequential, q->d_extra_tokens);
+    }
+    for (uint32_t i = 0; i < c->n_faults; i++)
+        printf("fault at=%" PRIu64 " kind=%s target=%u arg=%u\n", c->fault[i].at_ns, sim_fault_name(c->fault[i].kind),
+               c->fault[i].target, c->fault[i].arg);
+}
+
+static void print_violation(const sim_result *r) {
+    printf("VIOLATION %s at event %" PRIu64 ", t=%" PRIu64 " ns, actor %s, engine %d, request %d\n  %s\n",
+           kv_inv_name(r->inv), r->event, r->at_ns, r->actor_name, (int)r->engine, (int)r->req, r->detail);
+}
+
+static int cmd_run(int argc, char **argv) {
+    opts o;
+    int pr = parse_opts(argc, argv, "run", &o);
+    if (pr == -2) return EXIT_CLEAN;
+    if (pr) return EXIT_USAGE;
+    if (!o.have_seed) return fprintf(stderr, "kvsim run: give --seed N\n"), usage("run");
+    static sim_world_cfg cfg;
+    sim_gen(o.seed, o.bugs, &cfg);
+    sim_world *w;
+    if (sim_world_new(&w) != KV_OK) return fprintf(stderr, "kvsim: out of memory\n"), EXIT_SIM;
+    sim_result r;
+    kv_status st = sim_world_run(w, &cfg, o.trace ? stdout : NULL, &r);
+    if (st != KV_OK) {
+        fprintf(stderr, "kvsim run: scenario rejected: %s\n", kv_status_str(st));
+        sim_world_free(w);
+        return EXIT_BAD_INPUT;
+    }
+    printf("seed %" PRIu64 ": %" PRIu64 " events, %" PRIu64 " ok / %" PRIu64 " error / %" PRIu64 " aborted, virtual %.3f s\n",
+           o.seed, r.events, r.requests_ok, r.requests_error, r.requests_aborted, (double)r.end_ns / 1e9);
+    if (o.trace_hash) printf("trace hash %016" PRIx64 "\n", r.trace_hash);
+    if (r.violated) {
+        print_violation(&r);
+        printf("scenario:\n");
+        print_cfg(&cfg);
+    } else if (r.sim_error != KV_OK) {
+        printf("simulator resource exhausted: %s\n", kv_status_str(r.sim_error));
+    } else {
+        printf("clean\n");
+    }
+    sim_world_free(w);
+    return verdict_code(&r);
+}
+
+typedef struct progress_ctx {
+    int tty;
+    double t0;
+} progress_ctx;
+
+static void progress(void *ctx, uint64_t done, uint64_t total, const sim_sweep *s) {
+    progress_ctx *p = ctx;
+    if (!p->tty || (done % 64 && done != total)) return;
+    int width = 40, fill = (int)((double)done / (double)total * width);
+    fprintf(stderr, "\r[%.*s%*s] %" PRIu64 "/%" PRIu64 "  violations %" PRIu64 "  %.1f s", fill,
+            "========================================", width - fill, "", done, total, s->violations,
+            wall_s() - p->t0);
+    if (done == total) fputc('\n', stderr);
+}
+
+static void sweep_table(const sim_sweep *s, double secs) {
+    printf("runs %" PRIu64 "   violations %" PRIu64 "   simulator errors %" PRIu64 "   wall %.2f s\n", s->runs,
+           s->violations, s->sim_errors, secs);
+    printf("events %" PRIu64 " (%.0f events/s)   request lifecycles %" PRIu64 " (%.0f/s)\n\n", s->events,
+           (double)s->events / secs, s->requests, (double)s->requests / secs);
+    printf("%-14s %12s %14s %s\n", "invariant", "violations", "armed", "first seed");
+    for (uint32_t i = 0; i < KV_INV_COUNT; i++) {
+        printf("%-14s %12" PRIu64 " %14" PRIu64 " ", kv_inv_name((kv_inv)i), s->by_inv[i], s->armed[i]);
+        if (s->by_inv[i]) printf("%" PRIu64, s->first_seed[i]);
+        printf("\n");
+    }
+    printf("\nfault kind x request phase (times a fault hit a request in that phase; non-abort faults under 'done')\n%-18s", "");
+    for (uint32_t p = 0; p < KV_PH_COUNT; p++) printf(" %12s", kv_phase_name((kv_phase)p));
+    printf("\n");
+    for (uint32_t k = 1; k < SIM_F_KIND_COUNT; k++) {
+        printf("%-18s", sim_fault_name(k));
+        for (uint32_t p = 0; p < KV_PH_COUNT; p++) printf(" %12" PRIu64, s->fault_phase[k][p]);
+        printf("\n");
+    }
+    if (s->first_violation_seed != UINT64_MAX) {
+        printf("\nfirst violation: seed %" PRIu64 " (reproduce: kvsim run --seed %" PRIu64 "%s)\n", s->first_violation_seed,
+               s->first_violation_seed, "");
+        print_violation(&s->first);
+    }
+}
+
+static void sweep_json(const sim_sweep *s, double secs) {
+    printf("{\"runs\":%" PRIu64 ",\"violations\":%" PRIu64 ",\"sim_errors\":%" PRIu64 ",\"wall_s\":%.3f,"
+           "\"events\":%" PRIu64 ",\"events_per_s\":%.0f,\"requests\":%" PRIu64 ",\"requests_per_s\":%.0f,\"by_invariant\":{",
+           s->runs, s->violations, s->sim_errors, secs, s->events, (double)s->events / secs, s->requests,
+           (double)s->requests / secs);
+    for (uint32_t i = 0; i < KV_INV_COUNT; i++)
+        printf("%s\"%s\":{\"violations\":%" PRIu64 ",\"armed\":%" PRIu64 "}", i ? "," : "", kv_inv_name((kv_inv)i),
+               s->by_inv[i], s->armed[i]);
+    printf("},\"first_violation_seed\":");
+    if (s->first_violation_seed == UINT64_MAX) printf("null");
+    else printf("%" PRIu64, s->first_violation_seed);
+    printf("}\n");
+}
+
+static int cmd_sweep(int argc, char **argv) {
+    opts o;
+    int pr = parse_opts(argc, argv, "sweep", &o);
+    if (pr == -2) return EXIT_CLEAN;
+    if (pr) return EXIT_USAGE;
+    if (!o.have_range) return fprintf(stderr, "kvsim sweep: give --seeds A..B\n"), usage("sweep");
+    sim_world *w;
+    if (sim_world_new(&w) != KV_OK) return fprintf(stderr, "kvsim: out of memory\n"), EXIT_SIM;
+    static sim_sweep s;
+    sim_sweep_init(&s);
+    progress_ctx pc = {.tty = isatty(2) && !o.json, .t0 = wall_s()};
+    kv_status st = sim_sweep_run(w, o.from, o.to, o.bugs, o.stop, o.shard_i, o.shard_n, progress, &pc, &s);
+    double secs = wall_s() - pc.t0;
+    sim_world_free(w);
+    if (st != KV_OK) return fprintf(stderr, "kvsim sweep: %s\n", kv_status_str(st)), EXIT_BAD_INPUT;
+    if (secs <= 0) secs = 1e-9;
+    if (o.json) sweep_json(&s, secs);
+    else sweep_table(&s, secs);
+    if (s.first_violation_seed != UINT64_MAX) return verdict_code(&s.first);
+    return s.sim_errors ? EXIT_SIM : EXIT_CLEAN;
+}
+
+static int cmd_gen(int argc, char **argv) {
+    opts o;
+    int pr = parse_opts(argc, argv, "gen", &o);
+    if (pr == -2) return EXIT_CLEAN;
+    if (pr) return EXIT_USAGE;
+    if (!o.have_seed) return fprintf(stderr, "kvsim gen: give --seed N\n"), usage("gen");
+    static sim_world_cfg cfg;
+    sim_gen(o.seed, o.bugs, &cfg);
+    print_cfg(&cfg);
+    return EXIT_CLEAN;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(NULL);
+        return argc < 2 ? EXIT_USAGE : EXIT_CLEAN;
+    }
+    if (!strcmp(argv[1], "run")) return cmd_run(argc, argv);
+    if (!strcmp(argv[1], "sweep")) return cmd_sweep(argc, argv);
+    if (!strcmp(argv[1], "gen")) return cmd_gen(argc, argv);
+    fprintf(stderr, "kvsim: unknown command '%s'\n", argv[1]);
+    return usage(NULL);
+}

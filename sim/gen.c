@@ -1,0 +1,113 @@
+/* sim/gen.c — seeded random scenarios; see gen.h. Every draw comes from one
+ * xoshiro stream seeded by the scenario seed. Requests always fit the
+ * smallest pool, so a stall is a finding, never an artefact. */
+#include "sim/gen.h"
+
+#include <string.h>
+
+#include "sim/choice.h"
+
+static uint32_t pick(sim_choice *c, uint32_t lo, uint32_t hi) { return lo + sim_choice_below(c, hi - lo + 1); }
+
+static void gen_topology(sim_choice *c, sim_world_cfg *cfg) {
+    static const uint32_t tps[] = {1, 1, 2, 4};
+    static const uint32_t bss[] = {8, 16, 16, 32};
+    cfg->n_p = pick(c, 1, 4);
+    cfg->n_d = pick(c, 1, 4);
+    cfg->tp_p = tps[sim_choice_below(c, 4)];
+    cfg->tp_d = tps[sim_choice_below(c, 4)];
+    cfg->block_size = bss[sim_choice_below(c, 4)];
+    cfg->n_groups = pick(c, 1, KV_GROUPS_MAX);
+    cfg->group[0] = (kv_group_cfg){.kind = KV_GROUP_FULL};
+    for (uint32_t g = 1; g < cfg->n_groups; g++) {
+        uint32_t k = sim_choice_below(c, 3);
+        cfg->group[g] = (kv_group_cfg){.kind = (uint8_t)k,
+                                       .window = k == KV_GROUP_SLIDING ? pick(c, 16, 160) : 0};
+    }
+    bool small = sim_choice_below(c, 2);
+    cfg->pool_blocks_p = small ? pick(c, 24, 48) : pick(c, 128, 512);
+    cfg->pool_blocks_d = sim_choice_below(c, 2) ? pick(c, 24, 48) : pick(c, 128, 512);
+    cfg->policy = (uint8_t)sim_choice_below(c, 2);
+    cfg->prefix_caching = sim_choice_below(c, 2);
+}
+
+static void gen_requests(sim_choice *c, sim_world_cfg *cfg) {
+    uint32_t pool = cfg->pool_blocks_p < cfg->pool_blocks_d ? cfg->pool_blocks_p : cfg->pool_blocks_d;
+    uint32_t max_tokens_total = (pool < KV_REQ_BLOCKS_MAX ? pool : KV_REQ_BLOCKS_MAX) * cfg->block_size;
+    uint32_t cap = max_tokens_total - 64 - 2 * cfg->block_size; /* room for decode and d_extra */
+    if (cap > 400) cap = 400;
+    cfg->n_reqs = pick(c, 1, 24);
+    uint64_t t = 0;
+    for (uint32_t i = 0; i < cfg->n_reqs; i++) {
+        t += (uint64_t)sim_choice_below(c, 20) * 500000u;
+        uint32_t prompt = pick(c, 1, cap);
+        uint32_t pl = sim_choice_below(c, 3) ? 0 : pick(c, 0, prompt);
+        cfg->req[i] = (sim_req_plan){.at_ns = t, .p_engine = sim_choice_below(c, cfg->n_p),
+                                     .d_engine = sim_choice_below(c, cfg->n_d), .prompt_len = prompt,
+                                     .max_tokens = pick(c, 1, 24), .prefix_group = sim_choice_below(c, 3),
+                                     .prefix_len = pl, .sequential = (uint8_t)sim_choice_below(c, 2)};
+    }
+}
+
+/* Fault kinds available to the swarm; SIM_F_KIND_COUNT stands for "P has
+ * fewer blocks than D" (a request-plan fault). */
+static void gen_faults(sim_choice *c, sim_world_cfg *cfg, uint32_t swarm) {
+    uint64_t span = cfg->req[cfg->n_reqs - 1].at_ns + 60000000u;
+    uint32_t n = sim_choice_below(c, 9);
+    cfg->n_faults = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t kind = pick(c, 1, SIM_F_KIND_COUNT);
+        if (!((swarm >> kind) & 1u)) continue;
+        if (kind == SIM_F_KIND_COUNT) {
+            /* D is told a longer prompt that needs more blocks than P holds;
+             * a longer prompt within P's last block would be a data
+             * mismatch no connector can see (INV-DATA flags it). */
+            sim_req_plan *q = &cfg->req[sim_choice_below(c, cfg->n_reqs)];
+            uint32_t bs = cfg->block_size, pad = (bs - q->prompt_len % bs) % bs;
+            /* no shared prefix: a local hit on D would shorten D's table and
+             * P's "last n blocks" would then land shifted (garbage in) */
+            q->prefix_len = 0;
+            q->d_extra_tokens = pad + 1 + sim_choice_below(c, bs);
+            continue;
+        }
+        sim_fault *f = &cfg->fault[cfg->n_faults++];
+        *f = (sim_fault){.kind = kind, .at_ns = (uint64_t)sim_choice_below(c, 1000) * (span / 1000u)};
+        switch ((sim_fault_kind)kind) {
+        case SIM_F_ABORT: {
+            uint32_t r = sim_choice_below(c, cfg->n_reqs);
+            f->target = r;
+            f->at_ns = cfg->req[r].at_ns + (uint64_t)sim_choice_below(c, 400) * 100000u;
+            break;
+        }
+        case SIM_F_BOOT_DOWN: f->arg = pick(c, 1, 300); break;
+        case SIM_F_NET_RESET:
+            f->target = sim_choice_below(c, cfg->n_p);
+            f->arg = sim_choice_below(c, cfg->n_d);
+            break;
+        case SIM_F_NET_DELAY: f->arg = pick(c, 1, 50); break;
+        case SIM_F_SENDER_EXCEPTION:
+        case SIM_F_SENDER_ERR_REQ:
+        case SIM_F_SENDER_DROP_RESP:
+        case SIM_F_TE_ERROR: f->target = sim_choice_below(c, cfg->n_p); break;
+        case SIM_F_KIND_COUNT: break;
+        }
+    }
+}
+
+uint32_t sim_gen(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg) {
+    sim_choice c;
+    sim_choice_init(&c, NULL, 0, sim_mix64(seed ^ 0x67656e));
+    sim_world_cfg_default(cfg);
+    cfg->seed = seed;
+    cfg->bugs = bugs;
+    gen_topology(&c, cfg);
+    gen_requests(&c, cfg);
+    uint32_t swarm = 0;
+    for (uint32_t k = 1; k <= SIM_F_KIND_COUNT; k++)
+        if (sim_choice_below(&c, 2)) swarm |= 1u << k;
+    gen_faults(&c, cfg, swarm);
+    /* Failed sends hold P's blocks until the abort timeout, one after the
+     * other on a small pool: the liveness bound grows with the workload. */
+    cfg->live_bound_ns = (cfg->abort_timeout_ns + cfg->recv_timeout_ns) * (cfg->n_reqs + 4u);
+    return swarm;
+}

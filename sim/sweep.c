@@ -1,0 +1,49 @@
+/* sim/sweep.c — see sweep.h. */
+#include "sim/sweep.h"
+
+#include <string.h>
+
+#include "sim/gen.h"
+
+void sim_sweep_init(sim_sweep *s) {
+    memset(s, 0, sizeof *s);
+    s->first_violation_seed = UINT64_MAX;
+}
+
+static void absorb(sim_sweep *s, uint64_t seed, const sim_result *r) {
+    s->runs++;
+    s->events += r->events;
+    s->requests += r->requests_ok + r->requests_error + r->requests_aborted;
+    for (uint32_t i = 0; i < KV_INV_COUNT; i++) s->armed[i] += r->armed[i];
+    for (uint32_t k = 0; k < SIM_F_KIND_COUNT; k++)
+        for (uint32_t p = 0; p < KV_PH_COUNT; p++) s->fault_phase[k][p] += r->fault_phase[k][p];
+    if (r->sim_error != KV_OK) s->sim_errors++;
+    if (!r->violated) return;
+    s->violations++;
+    if (!s->by_inv[r->inv]++) s->first_seed[r->inv] = seed;
+    if (s->first_violation_seed == UINT64_MAX) {
+        s->first_violation_seed = seed;
+        s->first = *r;
+    }
+}
+
+kv_status sim_sweep_run(sim_world *w, uint64_t from, uint64_t to, uint32_t bugs, bool stop_at_first,
+                        uint32_t shard_i, uint32_t shard_n, sim_sweep_progress cb, void *ctx,
+                        sim_sweep *out) {
+    static sim_world_cfg cfg;
+    sim_result r;
+    if (shard_n == 0 || shard_i >= shard_n || to < from) return KV_EINVAL;
+    uint64_t total = to - from + 1, done = 0;
+    for (uint64_t seed = from; seed <= to; seed++) {
+        done++;
+        if (seed % shard_n != shard_i) continue;
+        sim_gen(seed, bugs, &cfg);
+        kv_status st = sim_world_run(w, &cfg, NULL, &r);
+        if (st != KV_OK) return st;
+        absorb(out, seed, &r);
+        if (cb) cb(ctx, done, total, out);
+        if (stop_at_first && r.violated) break;
+        if (seed == UINT64_MAX) break;
+    }
+    return KV_OK;
+}

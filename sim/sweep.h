@@ -1,0 +1,32 @@
+/* sim/sweep.h — runs generated scenarios over a seed range and aggregates
+ * what the checker saw: violations per invariant (with the first seed of
+ * each), armed counts, fault-kind x request-phase coverage, totals. */
+#ifndef KVCONN_SIM_SWEEP_H
+#define KVCONN_SIM_SWEEP_H
+
+#include <stdint.h>
+
+#include "sim/world.h"
+
+typedef struct sim_sweep {
+    uint64_t runs, violations, sim_errors;
+    uint64_t by_inv[KV_INV_COUNT];
+    uint64_t first_seed[KV_INV_COUNT];   /* valid where by_inv > 0 */
+    uint64_t armed[KV_INV_COUNT];
+    uint64_t fault_phase[SIM_F_KIND_COUNT][KV_PH_COUNT];
+    uint64_t events, requests;
+    uint64_t first_violation_seed;       /* UINT64_MAX if none */
+    sim_result first;                    /* the first violation's result */
+} sim_sweep;
+
+/* Progress callback (may be NULL): called after each run. */
+typedef void (*sim_sweep_progress)(void *ctx, uint64_t done, uint64_t total, const sim_sweep *s);
+
+void sim_sweep_init(sim_sweep *s);
+/* Runs seeds [from, to] (inclusive) with the bug mask; stops at the first
+ * violation when stop_at_first. Seeds congruent to shard_i mod shard_n only. */
+kv_status sim_sweep_run(sim_world *w, uint64_t from, uint64_t to, uint32_t bugs, bool stop_at_first,
+                        uint32_t shard_i, uint32_t shard_n, sim_sweep_progress cb, void *ctx,
+                        sim_sweep *out);
+
+#endif
