@@ -23,8 +23,8 @@
 typedef struct p2p_sched {
     kv_owner owner;
     kv_engine *e;                 /* borrowed: the engine this half serves */
-    kv_p2p_meta pending;          /* what the next build publishes */
-    kv_p2p_meta meta;             /* frozen: the last build */
+    kv_p2p_meta buf[2];           /* double buffer: one pending, one frozen */
+    kv_p2p_meta *pending;         /* what the next build publishes (buf[i]) */
     uint32_t blocks_per_sw[KV_GROUPS_MAX];
 } p2p_sched;
 
@@ -67,7 +67,7 @@ static kv_status gnmt(void *self, const kv_req *r, uint32_t num_computed, kv_mat
 }
 
 static kv_p2p_pull *add_pull(p2p_sched *c, kv_req *r) {
-    kv_p2p_meta *m = &c->pending;
+    kv_p2p_meta *m = c->pending;
     if (m->n_recv >= KV_ENGINE_REQS_MAX) return NULL;
     kv_p2p_pull *p = &m->recv[m->n_recv++];
     memset(p, 0, sizeof *p);
@@ -96,8 +96,8 @@ static void usaa(void *self, kv_req *r, const kv_block_table *blocks, uint32_t e
         }
         x->do_remote_prefill = false;
     }
-    if (x->do_remote_decode && x->has_transfer_id && c->pending.n_send < KV_ENGINE_REQS_MAX) {
-        kv_p2p_send *s = &c->pending.send[c->pending.n_send++];
+    if (x->do_remote_decode && x->has_transfer_id && c->pending->n_send < KV_ENGINE_REQS_MAX) {
+        kv_p2p_send *s = &c->pending->send[c->pending->n_send++];
         memset(s, 0, sizeof *s);
         s->p_req = r->id;
         s->transfer_id = x->transfer_id;
@@ -109,11 +109,12 @@ static const void *build(void *self, const kv_sched_output *so) {
     p2p_sched *c = self;
     (void)so;
     kv_owner_check(c->e->env, &c->owner, c->e->cfg.index);
-    c->meta = c->pending;
-    c->pending.n_recv = 0;
-    c->pending.n_send = 0;
-    c->pending.not_processed.n = 0;
-    return &c->meta;
+    const kv_p2p_meta *frozen = c->pending;
+    c->pending = c->pending == &c->buf[0] ? &c->buf[1] : &c->buf[0];
+    c->pending->n_recv = 0;
+    c->pending->n_send = 0;
+    c->pending->not_processed.n = 0;
+    return frozen;
 }
 
 static void request_finished(void *self, kv_req *r, const kv_block_table *blocks, bool *delay) {
@@ -128,12 +129,12 @@ static void request_finished(void *self, kv_req *r, const kv_block_table *blocks
     }
     if (!x->do_remote_decode || !x->has_transfer_id) return;
     if (r->status != KV_RS_FINISHED_LENGTH_CAPPED) {
-        kv_id_list_add(&c->pending.not_processed, x->transfer_id);
+        kv_id_list_add(&c->pending->not_processed, x->transfer_id);
         return;
     }
     *delay = kv_blocks_any(blocks);
-    if (!*delay || c->pending.n_send >= KV_ENGINE_REQS_MAX) return;
-    kv_p2p_send *s = &c->pending.send[c->pending.n_send++];
+    if (!*delay || c->pending->n_send >= KV_ENGINE_REQS_MAX) return;
+    kv_p2p_send *s = &c->pending->send[c->pending->n_send++];
     memset(s, 0, sizeof *s);
     s->p_req = r->id;
     s->transfer_id = x->transfer_id;
@@ -160,6 +161,7 @@ kv_status kv_p2p_sched_new(kv_engine *e, kv_conn_sched *out) {
     p2p_sched *c = kv_alloc(e->env, sizeof *c);
     if (!c) return KV_ENOMEM;
     c->e = e;
+    c->pending = &c->buf[0];
     c->owner = (kv_owner){.actor = e->sched_actor, .what = "p2p scheduler state"};
     for (uint32_t g = 0; g < e->cfg.n_groups; g++)
         c->blocks_per_sw[g] = e->cfg.group[g].kind == KV_GROUP_SLIDING
@@ -177,5 +179,5 @@ void kv_p2p_sched_free(kv_engine *e, kv_conn_sched *c) {
 
 uint32_t kv_p2p_sched_state(const kv_conn_sched *c) {
     const p2p_sched *s = c->self;
-    return s ? s->pending.n_recv + s->pending.n_send + s->pending.not_processed.n : 0;
+    return s ? s->pending->n_recv + s->pending->n_send + s->pending->not_processed.n : 0;
 }

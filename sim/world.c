@@ -321,9 +321,9 @@ static void after_event(void *ctx, uint32_t actor, const kv_msg *m) {
     if (w->trace)
         fprintf(w->trace, "%12llu  %-14s msg %u len %u\n", (unsigned long long)now,
                 sim_rt_actor_name(w->rt, actor), m->kind, m->len);
-    uint32_t node = sim_rt_actor_node(w->rt, actor);
+    /* Pools change only on their engine's scheduler actor (the owner). */
     for (uint32_t i = 0; i < w->n_eng; i++)
-        if (node >= w->eng[i]->cfg.node && node <= w->eng[i]->cfg.node + KV_TP_MAX) check_engine(w, w->eng[i]);
+        if (w->eng[i]->sched_actor == actor) check_engine(w, w->eng[i]);
 }
 
 static const char *stall_state(const sim_world *w, uint32_t id, uint32_t *engine) {

@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# Determinism across build types and compilers: the demo's scenarios must
-# give the same trace hashes from the gcc, clang, ASan+UBSan and production
-# builds (the first three scenarios: the fourth switches a bug on, which a
-# production build compiles out).
+# Determinism across build types and compilers: the same scenarios give the
+# same trace hashes from the gcc, clang, ASan+UBSan and production builds.
+#  - 200 generated seeds (kvsim sweep --hashes), all switches off;
+#  - the demo's first three scenarios (the fourth switches a bug on, which a
+#    production build compiles out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-ref=""
+ref_demo=""; ref_seeds=""
 for b in build build-clang build-asan build-prod; do
-  [ -x "$b/bin/kvdemo" ] || { echo "determinism: $b/bin/kvdemo missing" >&2; exit 1; }
-  h=$("$b/bin/kvdemo" | grep -o 'trace hash [0-9a-f]*' | head -3 | tr '\n' ' ')
-  [ -n "$h" ] || { echo "determinism: no hashes from $b" >&2; exit 1; }
-  echo "  $b: $h"
-  if [ -z "$ref" ]; then ref=$h
-  elif [ "$h" != "$ref" ]; then echo "determinism: FAILED — $b differs" >&2; exit 1; fi
+  for exe in kvdemo kvsim; do
+    [ -x "$b/bin/$exe" ] || { echo "determinism: $b/bin/$exe missing" >&2; exit 1; }
+  done
+  demo=$("$b/bin/kvdemo" | grep -o 'trace hash [0-9a-f]*' | head -3 | tr '\n' ' ')
+  out=$("$b/bin/kvsim" sweep --seeds 1..200 --hashes)
+  seeds=$(printf '%s\n' "$out" | sha256sum | cut -c1-16)
+  n=$(printf '%s\n' "$out" | grep -c .)
+  [ -n "$demo" ] && [ "$n" -eq 200 ] || { echo "determinism: no hashes from $b" >&2; exit 1; }
+  echo "  $b: demo [$demo] 200 seeds [$seeds]"
+  if [ -z "$ref_demo" ]; then ref_demo=$demo; ref_seeds=$seeds
+  elif [ "$demo" != "$ref_demo" ] || [ "$seeds" != "$ref_seeds" ]; then
+    echo "determinism: FAILED — $b differs from build" >&2; exit 1
+  fi
 done
 echo "determinism: ok (same trace hashes in 4 builds)"

@@ -1,7 +1,7 @@
 /* apps/kvsim — the simulator's command line.
  *
  *   kvsim run (--seed N | FILE.kvs) [--bug NAME]... [--trace] [--trace-hash]
- *   kvsim sweep --seeds A..B [--bug NAME]... [--shard I/N] [--json] [--stop]
+ *   kvsim sweep --seeds A..B [--bug NAME]... [--jobs N] [--shard I/N] [--json] [--stop] [--hashes]
  *   kvsim gen --seed N
  *
  * Exit codes: 0 clean, 1 safety violation, 2 liveness violation, 3 bad input,
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sim/gen.h"
@@ -24,9 +25,9 @@ static int usage(const char *cmd) {
         fprintf(o, "kvsim run --seed N [--bug NAME]... [--trace] [--trace-hash]\n"
                    "  Runs one generated scenario and reports the checker's verdict.\n");
     if (!cmd || !strcmp(cmd, "sweep"))
-        fprintf(o, "kvsim sweep --seeds A..B [--bug NAME]... [--shard I/N] [--stop] [--json]\n"
+        fprintf(o, "kvsim sweep --seeds A..B [--bug NAME]... [--jobs N] [--shard I/N] [--stop] [--json] [--hashes]\n"
                    "  Runs generated scenarios for every seed in A..B; prints a summary table\n"
-                   "  (or one JSON object with --json).\n");
+                   "  (or one JSON object with --json; --hashes prints each seed's trace hash).\n");
     if (!cmd || !strcmp(cmd, "gen"))
         fprintf(o, "kvsim gen --seed N\n  Prints the generated scenario's configuration.\n");
     if (!cmd)
@@ -52,13 +53,14 @@ static int parse_u64(const char *s, uint64_t *out) {
 
 typedef struct opts {
     uint64_t seed, from, to;
-    int have_seed, have_range, trace, trace_hash, json, stop;
-    uint32_t bugs, shard_i, shard_n;
+    int have_seed, have_range, trace, trace_hash, json, stop, hashes;
+    uint32_t bugs, shard_i, shard_n, jobs;
 } opts;
 
 static int parse_opts(int argc, char **argv, const char *cmd, opts *o) {
     memset(o, 0, sizeof *o);
     o->shard_n = 1;
+    o->jobs = 1;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -89,7 +91,13 @@ static int parse_opts(int argc, char **argv, const char *cmd, opts *o) {
             o->shard_i = si;
             o->shard_n = sn;
             i++;
-        } else if (!strcmp(a, "--trace")) o->trace = 1;
+        } else if (!strcmp(a, "--jobs")) {
+            uint64_t j;
+            if (parse_u64(v, &j) || j < 1 || j > 64) return fprintf(stderr, "kvsim %s: --jobs needs 1..64, got '%s'\n", cmd, v ? v : ""), -1;
+            o->jobs = (uint32_t)j;
+            i++;
+        } else if (!strcmp(a, "--hashes")) o->hashes = 1;
+        else if (!strcmp(a, "--trace")) o->trace = 1;
         else if (!strcmp(a, "--trace-hash")) o->trace_hash = 1;
         else if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--stop")) o->stop = 1;
@@ -215,20 +223,101 @@ static void sweep_json(const sim_sweep *s, double secs) {
     printf("}\n");
 }
 
+static kv_status sweep_one(const opts *o, uint32_t si, uint32_t sn, progress_ctx *pc, sim_sweep *s) {
+    sim_world *w;
+    if (sim_world_new(&w) != KV_OK) return KV_ENOMEM;
+    kv_status st = sim_sweep_run(w, o->from, o->to, o->bugs, o->stop, si, sn, pc ? progress : NULL, pc, s);
+    sim_world_free(w);
+    return st;
+}
+
+static void sweep_merge(sim_sweep *into, const sim_sweep *s) {
+    into->runs += s->runs;
+    into->violations += s->violations;
+    into->sim_errors += s->sim_errors;
+    into->events += s->events;
+    into->requests += s->requests;
+    for (uint32_t i = 0; i < KV_INV_COUNT; i++) {
+        if (s->by_inv[i] && (!into->by_inv[i] || s->first_seed[i] < into->first_seed[i])) into->first_seed[i] = s->first_seed[i];
+        into->by_inv[i] += s->by_inv[i];
+        into->armed[i] += s->armed[i];
+    }
+    for (uint32_t k = 0; k < SIM_F_KIND_COUNT; k++)
+        for (uint32_t p = 0; p < KV_PH_COUNT; p++) into->fault_phase[k][p] += s->fault_phase[k][p];
+    if (s->first_violation_seed < into->first_violation_seed) {
+        into->first_violation_seed = s->first_violation_seed;
+        into->first = s->first;
+    }
+}
+
+/* --jobs N: N child processes, shard i/N each (within the --shard given),
+ * results back through a pipe as the raw summary struct. */
+static kv_status sweep_jobs(const opts *o, sim_sweep *s) {
+    int fds[64];
+    pid_t pids[64];
+    for (uint32_t j = 0; j < o->jobs; j++) {
+        int p[2];
+        if (pipe(p)) return KV_EIO;
+        pid_t pid = fork();
+        if (pid < 0) return KV_EIO;
+        if (pid == 0) {
+            close(p[0]);
+            static sim_sweep mine;
+            sim_sweep_init(&mine);
+            kv_status st = sweep_one(o, o->shard_i * o->jobs + j, o->shard_n * o->jobs, NULL, &mine);
+            ssize_t n = write(p[1], &mine, sizeof mine);
+            _exit(st == KV_OK && n == (ssize_t)sizeof mine ? 0 : 1);
+        }
+        close(p[1]);
+        fds[j] = p[0];
+        pids[j] = pid;
+    }
+    kv_status st = KV_OK;
+    for (uint32_t j = 0; j < o->jobs; j++) {
+        static sim_sweep part;
+        size_t got = 0;
+        while (got < sizeof part) {
+            ssize_t n = read(fds[j], (char *)&part + got, sizeof part - got);
+            if (n <= 0) break;
+            got += (size_t)n;
+        }
+        close(fds[j]);
+        int wst = 0;
+        waitpid(pids[j], &wst, 0);
+        if (got != sizeof part || !WIFEXITED(wst) || WEXITSTATUS(wst)) st = KV_EIO;
+        else sweep_merge(s, &part);
+    }
+    return st;
+}
+
+/* --hashes: one "seed trace-hash" line per seed, for cross-build checks. */
+static int sweep_hashes(const opts *o) {
+    sim_world *w;
+    if (sim_world_new(&w) != KV_OK) return EXIT_SIM;
+    static sim_world_cfg cfg;
+    sim_result r;
+    for (uint64_t seed = o->from; seed <= o->to; seed++) {
+        sim_gen(seed, o->bugs, &cfg);
+        if (sim_world_run(w, &cfg, NULL, &r) != KV_OK) return sim_world_free(w), EXIT_BAD_INPUT;
+        printf("%" PRIu64 " %016" PRIx64 "%s\n", seed, r.trace_hash, r.violated ? " violated" : "");
+        if (seed == UINT64_MAX) break;
+    }
+    sim_world_free(w);
+    return EXIT_CLEAN;
+}
+
 static int cmd_sweep(int argc, char **argv) {
     opts o;
     int pr = parse_opts(argc, argv, "sweep", &o);
     if (pr == -2) return EXIT_CLEAN;
     if (pr) return EXIT_USAGE;
     if (!o.have_range) return fprintf(stderr, "kvsim sweep: give --seeds A..B\n"), usage("sweep");
-    sim_world *w;
-    if (sim_world_new(&w) != KV_OK) return fprintf(stderr, "kvsim: out of memory\n"), EXIT_SIM;
+    if (o.hashes) return sweep_hashes(&o);
     static sim_sweep s;
     sim_sweep_init(&s);
-    progress_ctx pc = {.tty = isatty(2) && !o.json, .t0 = wall_s()};
-    kv_status st = sim_sweep_run(w, o.from, o.to, o.bugs, o.stop, o.shard_i, o.shard_n, progress, &pc, &s);
+    progress_ctx pc = {.tty = isatty(2) && !o.json && o.jobs == 1, .t0 = wall_s()};
+    kv_status st = o.jobs > 1 ? sweep_jobs(&o, &s) : sweep_one(&o, o.shard_i, o.shard_n, &pc, &s);
     double secs = wall_s() - pc.t0;
-    sim_world_free(w);
     if (st != KV_OK) return fprintf(stderr, "kvsim sweep: %s\n", kv_status_str(st)), EXIT_BAD_INPUT;
     if (secs <= 0) secs = 1e-9;
     if (o.json) sweep_json(&s, secs);
