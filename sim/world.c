@@ -33,6 +33,8 @@ struct sim_world {
     uint32_t n_eng;
     sim_result *res;
     FILE *trace;
+    FILE *json;          /* Chrome trace events, or NULL */
+    bool json_first;
     uint64_t events;
     uint64_t hash;
     uint32_t order[SIM_REQS_MAX + SIM_FAULTS_MAX]; /* world items by time */
@@ -67,6 +69,65 @@ KV_FMT_VA(3) static void w_log(void *ctx, kv_log_level lvl, const char *fmt, va_
 }
 static uint32_t w_actor(void *ctx) { return sim_rt_current(((sim_world *)ctx)->rt); }
 
+/* ---- Chrome trace events ----------------------------------------------------- */
+
+static void json_sep(sim_world *w) {
+    fputs(w->json_first ? "\n" : ",\n", w->json);
+    w->json_first = false;
+}
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        if ((unsigned char)*s >= 0x20) fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* A global marker (fault, violation) at virtual time at_ns. */
+static void json_instant(sim_world *w, const char *name, const char *detail, uint64_t at_ns) {
+    if (!w->json) return;
+    json_sep(w);
+    fprintf(w->json, "{\"name\":");
+    json_str(w->json, name);
+    fprintf(w->json, ",\"ph\":\"i\",\"s\":\"g\",\"ts\":%.3f,\"pid\":0,\"tid\":0,\"args\":{\"detail\":",
+            (double)at_ns / 1000.0);
+    json_str(w->json, detail);
+    fputs("}}", w->json);
+}
+
+static void json_begin(sim_world *w) {
+    if (!w->json) return;
+    w->json_first = true;
+    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", w->json);
+}
+
+static void json_end(sim_world *w) {
+    if (!w->json) return;
+    for (uint32_t a = 0; a < sim_rt_actor_count(w->rt); a++) {
+        json_sep(w);
+        fprintf(w->json, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":",
+                sim_rt_actor_node(w->rt, a), a);
+        json_str(w->json, sim_rt_actor_name(w->rt, a));
+        fputs("}}", w->json);
+    }
+    for (uint32_t id = 0; id < w->cfg->n_reqs; id++) { /* request lifecycles, on the proxy's process */
+        const kv_proxy_req *q = &w->proxy->req[id % KV_PROXY_REQS_MAX];
+        if (!q->used || q->id != id) continue;
+        static const char *const outcome[] = {"pending", "ok", "error", "aborted"};
+        uint64_t end = q->outcome ? q->done_ns : sim_rt_now(w->rt);
+        json_sep(w);
+        fprintf(w->json, "{\"name\":\"request %u\",\"cat\":\"request\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,"
+                         "\"pid\":0,\"tid\":%u,\"args\":{\"outcome\":\"%s\",\"prompt\":%u}}",
+                id, (double)q->submit_ns / 1000.0, (double)(end - q->submit_ns) / 1000.0, 1000u + id,
+                outcome[q->outcome & 3], q->sub.spec.prompt_len);
+    }
+    fputs("\n]}\n", w->json);
+}
+
+void sim_world_set_json(sim_world *w, FILE *json) { w->json = json; }
+
 static void w_violation(void *ctx, const kv_violation *v) {
     sim_world *w = ctx;
     sim_result *r = w->res;
@@ -83,6 +144,7 @@ static void w_violation(void *ctx, const kv_violation *v) {
     if (w->trace)
         fprintf(w->trace, "%12llu  %-14s VIOLATION %s: %s\n", (unsigned long long)r->at_ns,
                 r->actor_name, kv_inv_name(v->inv), r->detail);
+    json_instant(w, kv_inv_name(v->inv), r->detail, r->at_ns);
 }
 
 kv_status sim_world_new(sim_world **out) {
@@ -246,6 +308,11 @@ static void apply_fault(sim_world *w, const sim_fault *f) {
     if (w->trace)
         fprintf(w->trace, "%12llu  %-14s FAULT %s target=%u arg=%u\n", (unsigned long long)sim_rt_now(w->rt),
                 "world", sim_fault_name(f->kind), f->target, f->arg);
+    if (w->json) {
+        char d[64];
+        snprintf(d, sizeof d, "target=%u arg=%u", f->target, f->arg);
+        json_instant(w, sim_fault_name(f->kind), d, sim_rt_now(w->rt));
+    }
 }
 
 static void submit_req(sim_world *w, uint32_t i) {
@@ -321,6 +388,11 @@ static void after_event(void *ctx, uint32_t actor, const kv_msg *m) {
     if (w->trace)
         fprintf(w->trace, "%12llu  %-14s msg %u len %u\n", (unsigned long long)now,
                 sim_rt_actor_name(w->rt, actor), m->kind, m->len);
+    if (w->json) {
+        json_sep(w);
+        fprintf(w->json, "{\"name\":\"msg %u\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":0.1,\"pid\":%u,\"tid\":%u,\"args\":{\"len\":%u}}",
+                m->kind, (double)now / 1000.0, sim_rt_actor_node(w->rt, actor), actor, m->len);
+    }
     /* Pools change only on their engine's scheduler actor (the owner). */
     for (uint32_t i = 0; i < w->n_eng; i++)
         if (w->eng[i]->sched_actor == actor) check_engine(w, w->eng[i]);
@@ -384,6 +456,7 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
     sim_rt_set_hook(w->rt, after_event, w);
     kv_status st = build(w);
     if (st != KV_OK) return st;
+    json_begin(w);
     sort_items(w);
     uint64_t last = w->n_items ? item_time(w, w->order[w->n_items - 1]) : 0;
     uint64_t bound = last + cfg->live_bound_ns;
@@ -404,6 +477,7 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
     }
     out->sim_error = sim_rt_error(w->rt);
     if (!out->violated && out->sim_error == KV_OK) check_quiescence(w, timed_out);
+    json_end(w);
     out->events = w->events;
     out->trace_hash = w->hash ^ (out->violated ? sim_mix64((uint64_t)out->inv + 1) : 0);
     out->end_ns = sim_rt_now(w->rt);

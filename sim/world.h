@@ -93,6 +93,10 @@ kv_status sim_world_new(sim_world **out);
 void sim_world_free(sim_world *w);
 /* Runs cfg to quiescence or its liveness bound. trace: optional text trace. */
 kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim_result *out);
+/* Chrome trace-event JSON of the next runs (Perfetto opens it): actors as
+ * tracks, each request's lifecycle as a span, faults and violations as
+ * markers. NULL turns it off. */
+void sim_world_set_json(sim_world *w, FILE *json);
 /* Engine i of the last run (P engines first), or NULL. Read-only. */
 const kv_engine *sim_world_engine(const sim_world *w, uint32_t i);
 /* Per-engine pool accounting after the last run (for reports). */

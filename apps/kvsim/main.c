@@ -22,7 +22,7 @@ enum { EXIT_CLEAN = 0, EXIT_SAFETY = 1, EXIT_LIVENESS = 2, EXIT_BAD_INPUT = 3, E
 static int usage(const char *cmd) {
     FILE *o = stderr;
     if (!cmd || !strcmp(cmd, "run"))
-        fprintf(o, "kvsim run --seed N [--bug NAME]... [--trace] [--trace-hash]\n"
+        fprintf(o, "kvsim run --seed N [--bug NAME]... [--trace] [--trace-json FILE] [--trace-hash]\n"
                    "  Runs one generated scenario and reports the checker's verdict.\n");
     if (!cmd || !strcmp(cmd, "sweep"))
         fprintf(o, "kvsim sweep --seeds A..B [--bug NAME]... [--jobs N] [--shard I/N] [--stop] [--json] [--hashes]\n"
@@ -54,6 +54,7 @@ static int parse_u64(const char *s, uint64_t *out) {
 typedef struct opts {
     uint64_t seed, from, to;
     int have_seed, have_range, trace, trace_hash, json, stop, hashes;
+    const char *trace_json;
     uint32_t bugs, shard_i, shard_n, jobs;
 } opts;
 
@@ -95,6 +96,10 @@ static int parse_opts(int argc, char **argv, const char *cmd, opts *o) {
             uint64_t j;
             if (parse_u64(v, &j) || j < 1 || j > 64) return fprintf(stderr, "kvsim %s: --jobs needs 1..64, got '%s'\n", cmd, v ? v : ""), -1;
             o->jobs = (uint32_t)j;
+            i++;
+        } else if (!strcmp(a, "--trace-json")) {
+            if (!v) return fprintf(stderr, "kvsim %s: --trace-json needs a file name\n", cmd), -1;
+            o->trace_json = v;
             i++;
         } else if (!strcmp(a, "--hashes")) o->hashes = 1;
         else if (!strcmp(a, "--trace")) o->trace = 1;
@@ -146,7 +151,15 @@ static int cmd_run(int argc, char **argv) {
     sim_world *w;
     if (sim_world_new(&w) != KV_OK) return fprintf(stderr, "kvsim: out of memory\n"), EXIT_SIM;
     sim_result r;
+    FILE *json = NULL;
+    if (o.trace_json && !(json = fopen(o.trace_json, "w"))) {
+        fprintf(stderr, "kvsim run: cannot write %s\n", o.trace_json);
+        sim_world_free(w);
+        return EXIT_BAD_INPUT;
+    }
+    sim_world_set_json(w, json);
     kv_status st = sim_world_run(w, &cfg, o.trace ? stdout : NULL, &r);
+    if (json) fclose(json);
     if (st != KV_OK) {
         fprintf(stderr, "kvsim run: scenario rejected: %s\n", kv_status_str(st));
         sim_world_free(w);
