@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "sim/gen.h"
+#include "sim/scenario.h"
 #include "sim/sweep.h"
 
 enum { EXIT_CLEAN = 0, EXIT_SAFETY = 1, EXIT_LIVENESS = 2, EXIT_BAD_INPUT = 3, EXIT_USAGE = 4, EXIT_SIM = 5 };
@@ -22,14 +23,15 @@ enum { EXIT_CLEAN = 0, EXIT_SAFETY = 1, EXIT_LIVENESS = 2, EXIT_BAD_INPUT = 3, E
 static int usage(const char *cmd) {
     FILE *o = stderr;
     if (!cmd || !strcmp(cmd, "run"))
-        fprintf(o, "kvsim run --seed N [--bug NAME]... [--trace] [--trace-json FILE] [--trace-hash]\n"
-                   "  Runs one generated scenario and reports the checker's verdict.\n");
+        fprintf(o, "kvsim run (--seed N | FILE.kvs) [--bug NAME]... [--trace] [--trace-json FILE] [--trace-hash]\n"
+                   "  Runs one scenario (generated from a seed, or a .kvs file) and reports the\n"
+                   "  checker's verdict; on a violation prints the scenario as .kvs text.\n");
     if (!cmd || !strcmp(cmd, "sweep"))
         fprintf(o, "kvsim sweep --seeds A..B [--bug NAME]... [--jobs N] [--shard I/N] [--stop] [--json] [--hashes]\n"
                    "  Runs generated scenarios for every seed in A..B; prints a summary table\n"
                    "  (or one JSON object with --json; --hashes prints each seed's trace hash).\n");
     if (!cmd || !strcmp(cmd, "gen"))
-        fprintf(o, "kvsim gen --seed N\n  Prints the generated scenario's configuration.\n");
+        fprintf(o, "kvsim gen --seed N [--bug NAME]...\n  Prints the generated scenario as .kvs text.\n");
     if (!cmd)
         fprintf(o, "bugs: err_early_return recv_map_race empty_pull_completion\n"
                    "exit: 0 clean, 1 safety violation, 2 liveness violation, 3 bad input, 4 usage, 5 simulator resource\n");
@@ -55,6 +57,7 @@ typedef struct opts {
     uint64_t seed, from, to;
     int have_seed, have_range, trace, trace_hash, json, stop, hashes;
     const char *trace_json;
+    const char *file;
     uint32_t bugs, shard_i, shard_n, jobs;
 } opts;
 
@@ -106,6 +109,7 @@ static int parse_opts(int argc, char **argv, const char *cmd, opts *o) {
         else if (!strcmp(a, "--trace-hash")) o->trace_hash = 1;
         else if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--stop")) o->stop = 1;
+        else if (a[0] != '-' && !o->file) o->file = a;
         else return fprintf(stderr, "kvsim %s: unknown option '%s' (try --help)\n", cmd, a), -1;
     }
     return 0;
@@ -118,21 +122,18 @@ static int verdict_code(const sim_result *r) {
 }
 
 static void print_cfg(const sim_world_cfg *c) {
-    printf("seed %" PRIu64 "\ntopology p=%u d=%u tp_p=%u tp_d=%u block=%u pool_p=%u pool_d=%u policy=%s prefix_cache=%d\n",
-           c->seed, c->n_p, c->n_d, c->tp_p, c->tp_d, c->block_size, c->pool_blocks_p, c->pool_blocks_d,
-           c->policy ? "recompute" : "fail", c->prefix_caching ? 1 : 0);
-    static const char *const kinds[] = {"full", "sliding", "mamba"};
-    for (uint32_t g = 0; g < c->n_groups; g++)
-        printf("group %s window=%u\n", kinds[c->group[g].kind % 3], c->group[g].window);
-    for (uint32_t i = 0; i < c->n_reqs; i++) {
-        const sim_req_plan *q = &c->req[i];
-        printf("req at=%" PRIu64 " p=%u d=%u prompt=%u max=%u prefix_group=%u prefix_len=%u seq=%u d_extra=%u\n",
-               q->at_ns, q->p_engine, q->d_engine, q->prompt_len, q->max_tokens, q->prefix_group, q->prefix_len,
-               q->sequential, q->d_extra_tokens);
-    }
-    for (uint32_t i = 0; i < c->n_faults; i++)
-        printf("fault at=%" PRIu64 " kind=%s target=%u arg=%u\n", c->fault[i].at_ns, sim_fault_name(c->fault[i].kind),
-               c->fault[i].target, c->fault[i].arg);
+    static sim_scenario sc;
+    static char text[SIM_SCENARIO_TEXT_MAX];
+    size_t n = 0;
+    sim_scenario_init(&sc);
+    const uint8_t *choice = c->choice;
+    size_t clen = c->choice_len < SIM_CHOICE_MAX ? c->choice_len : SIM_CHOICE_MAX;
+    sc.cfg = *c;
+    if (clen) memcpy(sc.choice, choice, clen);
+    sc.cfg.choice = sc.choice;
+    sc.cfg.choice_len = clen;
+    if (sim_scenario_to_text(&sc, text, sizeof text, &n) == KV_OK) fwrite(text, 1, n, stdout);
+    else printf("# (scenario outside the text format's ranges)\n");
 }
 
 static void print_violation(const sim_result *r) {
@@ -145,9 +146,23 @@ static int cmd_run(int argc, char **argv) {
     int pr = parse_opts(argc, argv, "run", &o);
     if (pr == -2) return EXIT_CLEAN;
     if (pr) return EXIT_USAGE;
-    if (!o.have_seed) return fprintf(stderr, "kvsim run: give --seed N\n"), usage("run");
+    if (!o.have_seed && !o.file) return fprintf(stderr, "kvsim run: give --seed N or FILE.kvs\n"), usage("run");
+    static sim_scenario sc;
     static sim_world_cfg cfg;
-    sim_gen(o.seed, o.bugs, &cfg);
+    if (o.file) {
+        sim_parse_error err;
+        kv_status ps = sim_scenario_load(o.file, &sc, &err);
+        if (ps != KV_OK) {
+            if (err.line) fprintf(stderr, "%s:%u:%u: %s\n", err.file, err.line, err.col, err.msg);
+            else fprintf(stderr, "%s: %s\n", err.file[0] ? err.file : o.file, err.msg);
+            return EXIT_BAD_INPUT;
+        }
+        sc.cfg.bugs |= o.bugs;
+        cfg = sc.cfg;
+        o.seed = cfg.seed;
+    } else {
+        sim_gen(o.seed, o.bugs, &cfg);
+    }
     sim_world *w;
     if (sim_world_new(&w) != KV_OK) return fprintf(stderr, "kvsim: out of memory\n"), EXIT_SIM;
     sim_result r;
@@ -165,8 +180,8 @@ static int cmd_run(int argc, char **argv) {
         sim_world_free(w);
         return EXIT_BAD_INPUT;
     }
-    printf("seed %" PRIu64 ": %" PRIu64 " events, %" PRIu64 " ok / %" PRIu64 " error / %" PRIu64 " aborted, virtual %.3f s\n",
-           o.seed, r.events, r.requests_ok, r.requests_error, r.requests_aborted, (double)r.end_ns / 1e9);
+    printf("%s%s seed %" PRIu64 ": %" PRIu64 " events, %" PRIu64 " ok / %" PRIu64 " error / %" PRIu64 " aborted, virtual %.3f s\n",
+           o.file ? o.file : "", o.file ? "," : "", o.seed, r.events, r.requests_ok, r.requests_error, r.requests_aborted, (double)r.end_ns / 1e9);
     if (o.trace_hash) printf("trace hash %016" PRIx64 "\n", r.trace_hash);
     if (r.violated) {
         print_violation(&r);
