@@ -27,8 +27,13 @@ build-prod: deps
 purity:
 	@tools/check_core_purity.sh
 
+# The demo of the core on a few P/D requests, then a default sweep of
+# generated scenarios with its table.
 run: build
 	@build/bin/kvdemo
+	@echo
+	@echo "== kvsim sweep --seeds 1..2000 --jobs $(JOBS)"
+	@build/bin/kvsim sweep --seeds 1..2000 --jobs $(JOBS)
 
 # Every suite, in the checked gcc build and the ASan+UBSan clang build, plus
 # the production build (proves bug switches compile out) and the purity gate.
