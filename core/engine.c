@@ -400,12 +400,6 @@ static void fill_step_blocks(kv_engine *e) {
     }
 }
 
-static uint64_t step_cost(const kv_engine *e) {
-    uint64_t toks = 0;
-    for (uint32_t i = 0; i < e->step.n_reqs; i++) toks += e->step.req[i].num_scheduled;
-    return e->cfg.step_ns_base + toks * e->cfg.step_ns_per_token;
-}
-
 static void arm_tick(kv_engine *e, uint64_t delay_ns) {
     if (e->tick_armed || e->busy) return;
     e->tick_armed = true;
@@ -551,8 +545,11 @@ static void sched_update(kv_engine *e) {
     e->conn.ops->update_connector_output(e->conn.self, &e->agg);
     for (uint32_t i = 0; i < e->agg.finished_recving.n; i++) on_finished_recving(e, e->agg.finished_recving.id[i]);
     for (uint32_t i = 0; i < e->agg.finished_sending.n; i++) on_finished_sending(e, e->agg.finished_sending.id[i]);
+    /* vLLM's busy loop: the next step starts at once after a step that
+     * computed something; a step that computed nothing waits a poll period
+     * (only transfers or unadmittable requests are pending). */
     if (has_work(e) || e->finished_since_step.n)
-        arm_tick(e, e->n_running || e->n_waiting ? step_cost(e) : e->cfg.idle_poll_ns);
+        arm_tick(e, e->step.n_reqs ? 0 : e->cfg.idle_poll_ns);
 }
 
 /* ---- messages ---------------------------------------------------------------- */

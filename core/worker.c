@@ -45,7 +45,11 @@ static void on_execute(kv_worker *w, const kv_m_execute *x) {
     ops->get_finished(w->conn.self, &st->finished, &res->out);
     ops->get_block_ids_with_load_errors(w->conn.self, &res->out.invalid_blocks);
     ops->clear_connector_metadata(w->conn.self);
-    kv_rt_post(w->rt, w->sched_actor, KV_M_STEP_RESULT, res, sizeof *res);
+    /* The forward pass takes model time: the result is back after it. */
+    uint64_t toks = 0;
+    for (uint32_t i = 0; i < st->n_reqs; i++) toks += st->req[i].num_scheduled;
+    uint64_t cost = st->n_reqs ? w->cfg.step_ns_base + toks * w->cfg.step_ns_per_token : 0;
+    kv_rt_post_at(w->rt, w->sched_actor, kv_now_ns(w->env) + cost, KV_M_STEP_RESULT, res, sizeof *res);
 }
 
 static void main_handle(void *self, const kv_msg *m) {

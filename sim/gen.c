@@ -76,7 +76,9 @@ static void gen_faults(sim_choice *c, sim_world_cfg *cfg, uint32_t swarm) {
         case SIM_F_ABORT: {
             uint32_t r = sim_choice_below(c, cfg->n_reqs);
             f->target = r;
-            f->at_ns = cfg->req[r].at_ns + (uint64_t)sim_choice_below(c, 400) * 100000u;
+            /* half early (P queue and prefill take a few ms), half spread */
+            uint32_t steps = sim_choice_below(c, 2) ? 80u : 400u;
+            f->at_ns = cfg->req[r].at_ns + (uint64_t)sim_choice_below(c, steps) * 100000u;
             break;
         }
         case SIM_F_BOOT_DOWN: f->arg = pick(c, 1, 300); break;

@@ -22,6 +22,7 @@ typedef struct sim_actor {
 } sim_actor;
 
 #define EV_INLINE_BYTES 48u
+#define PAYLOAD_CLASSES 10u /* 64 B .. 32 KiB */
 
 /* Small payloads (timers, most control traffic) live in the event itself;
  * larger ones in the arena, which is rewound whenever the heap empties. */
@@ -50,6 +51,9 @@ struct sim_rt {
     uint64_t seq;
     uint8_t *arena;    /* [arena_bytes]; owned */
     uint32_t arena_used;
+    /* Payload chunks by size class (64 B << c); freed chunks are reused, so
+     * the arena holds only what is in flight. Head offset+1 (0 = empty). */
+    uint32_t free_head[PAYLOAD_CLASSES];
     uint32_t runnable_list[SIM_ACTORS_MAX];
     kv_status error;
     uint64_t messages;
@@ -136,6 +140,18 @@ static sim_event heap_pop(sim_rt *rt) {
     return top;
 }
 
+static uint32_t payload_class(uint32_t len) {
+    uint32_t c = 0;
+    while ((64u << c) < len && c + 1 < PAYLOAD_CLASSES) c++;
+    return c;
+}
+
+static void payload_free(sim_rt *rt, uint32_t off, uint32_t len) {
+    uint32_t c = payload_class(len);
+    memcpy(rt->arena + off, &rt->free_head[c], sizeof(uint32_t));
+    rt->free_head[c] = off + 1;
+}
+
 static kv_status schedule(sim_rt *rt, uint32_t to, uint64_t at, uint32_t kind, const void *p,
                           uint32_t len) {
     sim_event ev = {.at_ns = at, .to = to, .kind = kind, .src = rt->current, .len = len};
@@ -143,15 +159,21 @@ static kv_status schedule(sim_rt *rt, uint32_t to, uint64_t at, uint32_t kind, c
         if (len) memcpy(ev.inline_payload, p, len);
         return heap_push(rt, ev);
     }
-    uint32_t need = align4(len);
-    if (rt->arena_used + need > rt->cfg.arena_bytes) {
-        rt->error = KV_ENOMEM;
-        kv_logf(rt->env, KV_LOG_ERROR, "sim_rt: event payload arena exhausted (%u bytes)", rt->arena_used);
-        return KV_ENOMEM;
+    uint32_t c = payload_class(len);
+    if (rt->free_head[c]) {
+        ev.off = rt->free_head[c] - 1;
+        memcpy(&rt->free_head[c], rt->arena + ev.off, sizeof(uint32_t)); /* next link */
+    } else {
+        uint32_t need = 64u << c;
+        if (rt->arena_used + need > rt->cfg.arena_bytes) {
+            rt->error = KV_ENOMEM;
+            kv_logf(rt->env, KV_LOG_ERROR, "sim_rt: event payload arena exhausted (%u bytes)", rt->arena_used);
+            return KV_ENOMEM;
+        }
+        ev.off = rt->arena_used;
+        rt->arena_used += need;
     }
-    ev.off = rt->arena_used;
-    memcpy(rt->arena + rt->arena_used, p, len);
-    rt->arena_used += need;
+    memcpy(rt->arena + ev.off, p, len);
     return heap_push(rt, ev);
 }
 
@@ -250,6 +272,7 @@ void sim_rt_reset(sim_rt *rt, sim_choice *choice) {
     rt->n_events = 0;
     rt->seq = 0;
     rt->arena_used = 0;
+    memset(rt->free_head, 0, sizeof rt->free_head);
     rt->error = KV_OK;
     rt->messages = 0;
 }
@@ -266,10 +289,10 @@ uint64_t sim_rt_next_event(const sim_rt *rt) {
 void sim_rt_deliver_due(sim_rt *rt) {
     while (rt->n_events && rt->heap[0].at_ns <= rt->now_ns) {
         sim_event ev = heap_pop(rt);
-        const void *p = ev.len <= EV_INLINE_BYTES ? ev.inline_payload : rt->arena + ev.off;
-        mbox_push(rt, ev.to, ev.kind, ev.src, p, ev.len);
+        bool inl = ev.len <= EV_INLINE_BYTES;
+        mbox_push(rt, ev.to, ev.kind, ev.src, inl ? ev.inline_payload : rt->arena + ev.off, ev.len);
+        if (!inl) payload_free(rt, ev.off, ev.len);
     }
-    if (rt->n_events == 0) rt->arena_used = 0;
 }
 
 uint32_t sim_rt_runnable(const sim_rt *rt) {

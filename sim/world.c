@@ -254,12 +254,17 @@ static void sort_items(sim_world *w) {
 
 /* ---- faults ------------------------------------------------------------------ */
 
-static uint32_t req_phase(const sim_world *w, uint32_t id) {
-    for (uint32_t i = w->n_eng; i-- > 0;) {
+/* Coverage: the phase the request is in on each engine that holds it (P
+ * and D both count), or "done" when no engine holds it. */
+static void count_abort_phases(sim_world *w, uint32_t id) {
+    bool any = false;
+    for (uint32_t i = 0; i < w->n_eng; i++) {
         const kv_sreq *s = kv_engine_find(w->eng[i], id);
-        if (s) return s->phase;
+        if (!s || s->phase >= KV_PH_COUNT) continue;
+        w->res->fault_phase[SIM_F_ABORT][s->phase]++;
+        any = true;
     }
-    return KV_PH_DONE;
+    if (!any) w->res->fault_phase[SIM_F_ABORT][KV_PH_DONE]++;
 }
 
 static void post_fault_to_senders(sim_world *w, uint32_t p, uint32_t kind) {
@@ -275,7 +280,8 @@ static void apply_fault(sim_world *w, const sim_fault *f) {
     switch ((sim_fault_kind)f->kind) {
     case SIM_F_ABORT: {
         uint32_t id = f->target % (w->cfg->n_reqs ? w->cfg->n_reqs : 1);
-        phase = req_phase(w, id);
+        count_abort_phases(w, id);
+        phase = KV_PH_COUNT; /* counted above */
         kv_m_abort a = {.id = id};
         kv_rt_post(rt, w->proxy->actor, KV_M_PROXY_ABORT, &a, sizeof a);
         break;

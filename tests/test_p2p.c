@@ -243,16 +243,23 @@ Test(p2p, connection_reset_mid_transfer_fails_cleanly) {
     expect_clean();
 }
 
-/* P's abort-request timeout: D never pulls (aborted before the proxy
- * contacted it), P reaps its held blocks at expiry. */
+/* P's abort-request timeout: D cannot admit request 1 (request 0 holds its
+ * small pool) for longer than P's expiry, so P reaps the held blocks
+ * (finished_sending without a transfer). When D finally pulls, P has only a
+ * placeholder: the ready wait times out and D's load fails cleanly. */
 Test(p2p, p_abort_timeout_reaps_blocks_never_pulled) {
-    reqs(1, 90, 3);
-    C.req[0].sequential = 1;
-    C.n_faults = 1;
-    C.fault[0] = (sim_fault){.at_ns = 1000000 + 1, .kind = SIM_F_ABORT, .target = 0};
+    C.pool_blocks_d = 8;
+    C.abort_timeout_ns = 50000000;  /* 50 ms */
+    C.recv_timeout_ns = 80000000;   /* D's stays longer than P's, as in vLLM */
+    reqs(2, 0, 0);
+    C.req[0] = (sim_req_plan){.at_ns = 1000000, .prompt_len = 40, .max_tokens = 60};
+    C.req[1] = (sim_req_plan){.at_ns = 2000000, .prompt_len = 90, .max_tokens = 2};
     run();
     expect_clean();
-    cr_assert_gt(R.end_ns, C.abort_timeout_ns, "P held its blocks until the expiry");
+    cr_assert_eq(R.requests_ok, 1);
+    cr_assert_eq(R.requests_error, 1, "the late pull fails under policy fail");
+    const kv_engine *p = sim_world_engine(W, 0);
+    cr_assert_eq(p->stats.finished_sending, 2, "both of P's holds ended (one by transfer, one by expiry)");
 }
 
 /* ---- aborts in every phase ---------------------------------------------------- */
