@@ -487,6 +487,10 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
     out->events = w->events;
     out->trace_hash = w->hash ^ (out->violated ? sim_mix64((uint64_t)out->inv + 1) : 0);
     out->end_ns = sim_rt_now(w->rt);
+    for (uint32_t id = 0; id < cfg->n_reqs; id++) {
+        const kv_proxy_req *q = &w->proxy->req[id % KV_PROXY_REQS_MAX];
+        if (q->used && q->outcome != KV_OUT_PENDING && q->done_ns > out->last_done_ns) out->last_done_ns = q->done_ns;
+    }
     out->requests_ok = w->proxy->ok;
     out->requests_error = w->proxy->errors;
     out->requests_aborted = w->proxy->aborted;

@@ -80,7 +80,8 @@ typedef struct sim_result {
     char detail[256];
     uint64_t events;
     uint64_t trace_hash;
-    uint64_t end_ns;
+    uint64_t end_ns;          /* virtual time when the run stopped (stale timers included) */
+    uint64_t last_done_ns;    /* virtual time the last request ended */
     uint64_t armed[KV_INV_COUNT];
     uint64_t requests_ok, requests_error, requests_aborted;
     uint64_t fault_phase[SIM_F_KIND_COUNT][KV_PH_COUNT]; /* coverage: fault kind x phase */

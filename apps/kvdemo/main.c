@@ -32,9 +32,9 @@ static int show(sim_world *w, const char *title, const sim_world_cfg *c) {
         printf("   run failed: %s\n", kv_status_str(st));
         return 1;
     }
-    printf("   requests: %llu ok, %llu error, %llu aborted; %llu events; virtual %.3f s; trace hash %016llx\n",
+    printf("   requests: %llu ok, %llu error, %llu aborted; %llu events; last request ended at %.3f s virtual; trace hash %016llx\n",
            (unsigned long long)r.requests_ok, (unsigned long long)r.requests_error,
-           (unsigned long long)r.requests_aborted, (unsigned long long)r.events, (double)r.end_ns / 1e9,
+           (unsigned long long)r.requests_aborted, (unsigned long long)r.events, (double)r.last_done_ns / 1e9,
            (unsigned long long)r.trace_hash);
     if (r.sim_error != KV_OK)
         printf("   SIMULATOR RESOURCE EXHAUSTED (%s): the run is not a verdict\n", kv_status_str(r.sim_error));
