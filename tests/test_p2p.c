@@ -264,16 +264,25 @@ Test(p2p, p_abort_timeout_reaps_blocks_never_pulled) {
 
 /* ---- aborts in every phase ---------------------------------------------------- */
 
+/* Each (time, request) below lands an abort in one of the request's phases
+ * on P and/or D; together they cover every phase, and each run is clean. */
 Test(p2p, abort_in_every_phase_is_clean) {
-    static const uint64_t at[] = {900000, 1000001, 1600000, 2200000, 2600000, 3500000, 6000000, 12000000};
-    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+    static const struct { uint64_t at; uint32_t target; } plan[] = {
+        {800000, 1},   {2200000, 1}, {2400000, 1},  {5600000, 1},  {6400000, 1},
+        {12800000, 1}, {15400000, 1}, {1200000, 0}, {11400000, 0}, {12800000, 0},
+    };
+    uint64_t seen[KV_PH_COUNT] = {0};
+    for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {
         sim_world_cfg_default(&C);
         reqs(3, 120, 8);
         C.n_faults = 1;
-        C.fault[0] = (sim_fault){.at_ns = at[i], .kind = SIM_F_ABORT, .target = 0};
+        C.fault[0] = (sim_fault){.at_ns = plan[i].at, .kind = SIM_F_ABORT, .target = plan[i].target};
         run();
         expect_clean();
+        for (uint32_t ph = 0; ph < KV_PH_COUNT; ph++) seen[ph] += R.fault_phase[SIM_F_ABORT][ph];
     }
+    for (uint32_t ph = 0; ph < KV_PH_COUNT; ph++)
+        cr_assert_gt(seen[ph], 0, "no abort landed in phase %s", kv_phase_name((kv_phase)ph));
 }
 
 /* ---- preemption ----------------------------------------------------------------- */
