@@ -9,6 +9,7 @@
 #include "kvconn/env.h"
 #include "kvconn/status.h"
 #include "kvconn/types.h"
+#include "core/msgs.h"
 
 const char *kv_status_str(kv_status s) {
     switch (s) {
@@ -130,4 +131,33 @@ void kv_conn_output_clear(kv_conn_output *o) {
     o->finished_recving.n = 0;
     o->failed_recving.n = 0;
     o->invalid_blocks.n = 0;
+}
+
+const char *kv_msg_kind_name(uint32_t kind) {
+    static const char *const names[] = {
+        [KV_M_ADD_REQ] = "ADD_REQ",
+        [KV_M_ABORT] = "ABORT",
+        [KV_M_TICK] = "TICK",
+        [KV_M_STEP_RESULT] = "STEP_RESULT",
+        [KV_M_EXECUTE] = "EXECUTE",
+        [KV_M_REQ_DONE] = "REQ_DONE",
+        [KV_M_PROXY_SUBMIT] = "PROXY_SUBMIT",
+        [KV_M_PROXY_ABORT] = "PROXY_ABORT",
+        [KV_M_BOOT_REG] = "BOOT_REG",
+        [KV_M_BOOT_QUERY] = "BOOT_QUERY",
+        [KV_M_BOOT_REPLY] = "BOOT_REPLY",
+        [KV_M_P2P_RECV_START] = "P2P_RECV_START",
+        [KV_M_P2P_RECV_FLUSH] = "P2P_RECV_FLUSH",
+        [KV_M_P2P_RECV_TIMEOUT] = "P2P_RECV_TIMEOUT",
+        [KV_M_P2P_RECV_DONE] = "P2P_RECV_DONE",
+        [KV_M_P2P_SEND_RECORD] = "P2P_SEND_RECORD",
+        [KV_M_P2P_NOT_PROCESSED] = "P2P_NOT_PROCESSED",
+        [KV_M_P2P_SEND_TIMEOUT] = "P2P_SEND_TIMEOUT",
+        [KV_M_P2P_REAP] = "P2P_REAP",
+        [KV_M_P2P_SEND_DONE] = "P2P_SEND_DONE",
+        [KV_M_FAULT] = "FAULT",
+    };
+    if (kind == KVT_MSG_EVENT) return "TRANSPORT_EVENT";
+    if (kind < sizeof names / sizeof names[0] && names[kind]) return names[kind];
+    return "MSG?";
 }

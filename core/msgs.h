@@ -47,6 +47,9 @@ enum kv_msg_kind {
     KV_M_FAULT,
 };
 
+/* "ADD_REQ", "P2P_RECV_DONE", "TRANSPORT_EVENT"...; never NULL. */
+const char *kv_msg_kind_name(uint32_t kind);
+
 /* A request as the client submits it. */
 typedef struct kv_req_spec {
     uint32_t id;

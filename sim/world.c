@@ -385,6 +385,27 @@ static void check_engine(sim_world *w, const kv_engine *e) {
     }
 }
 
+/* The request a message is about, for the text trace (" req N"), when the
+ * payload names one. */
+static const char *event_detail(const kv_msg *m) {
+    static _Thread_local char buf[48];
+    uint32_t id = UINT32_MAX;
+    switch (m->kind) {
+    case KV_M_ADD_REQ: id = ((const kv_req_spec *)m->payload)->id; break;
+    case KV_M_ABORT:
+    case KV_M_PROXY_ABORT: id = ((const kv_m_abort *)m->payload)->id; break;
+    case KV_M_REQ_DONE: id = ((const kv_m_req_done *)m->payload)->id; break;
+    case KV_M_PROXY_SUBMIT: id = ((const kv_m_proxy_submit *)m->payload)->spec.id; break;
+    case KV_M_P2P_RECV_START: id = ((const kv_p2p_pull *)m->payload)->d_req; break;
+    case KV_M_P2P_RECV_DONE: id = ((const kv_m_recv_done *)m->payload)->d_req; break;
+    case KV_M_P2P_SEND_RECORD: id = ((const kv_p2p_send *)m->payload)->p_req; break;
+    case KV_M_P2P_SEND_DONE: id = ((const kv_m_send_done *)m->payload)->p_req; break;
+    default: return "";
+    }
+    snprintf(buf, sizeof buf, "  req %u", id);
+    return buf;
+}
+
 static void after_event(void *ctx, uint32_t actor, const kv_msg *m) {
     sim_world *w = ctx;
     w->events++;
@@ -392,12 +413,12 @@ static void after_event(void *ctx, uint32_t actor, const kv_msg *m) {
     w->hash = sim_mix64(w->hash ^ now) ^ sim_mix64(((uint64_t)actor << 32) ^ m->kind ^ ((uint64_t)m->len << 48));
     w->res->armed[KV_INV_OWNER]++;
     if (w->trace)
-        fprintf(w->trace, "%12llu  %-14s msg %u len %u\n", (unsigned long long)now,
-                sim_rt_actor_name(w->rt, actor), m->kind, m->len);
+        fprintf(w->trace, "%12llu  %-14s %-18s len %u%s\n", (unsigned long long)now,
+                sim_rt_actor_name(w->rt, actor), kv_msg_kind_name(m->kind), m->len, event_detail(m));
     if (w->json) {
         json_sep(w);
-        fprintf(w->json, "{\"name\":\"msg %u\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":0.1,\"pid\":%u,\"tid\":%u,\"args\":{\"len\":%u}}",
-                m->kind, (double)now / 1000.0, sim_rt_actor_node(w->rt, actor), actor, m->len);
+        fprintf(w->json, "{\"name\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":0.1,\"pid\":%u,\"tid\":%u,\"args\":{\"len\":%u}}",
+                kv_msg_kind_name(m->kind), (double)now / 1000.0, sim_rt_actor_node(w->rt, actor), actor, m->len);
     }
     /* Pools change only on their engine's scheduler actor (the owner). */
     for (uint32_t i = 0; i < w->n_eng; i++)
