@@ -156,6 +156,7 @@ const char *kv_msg_kind_name(uint32_t kind) {
         [KV_M_P2P_REAP] = "P2P_REAP",
         [KV_M_P2P_SEND_DONE] = "P2P_SEND_DONE",
         [KV_M_FAULT] = "FAULT",
+        [KV_M_WAKE] = "WAKE",
     };
     if (kind == KVT_MSG_EVENT) return "TRANSPORT_EVENT";
     if (kind < sizeof names / sizeof names[0] && names[kind]) return names[kind];

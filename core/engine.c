@@ -423,6 +423,7 @@ static void sched_step(kv_engine *e) {
     e->preempted_since_step.n = 0;
     e->step.conn_meta = e->conn.ops->build_connector_meta(e->conn.self, &so);
     e->busy = true;
+    e->wake_pending = false; /* this step's get_finished collects what woke it */
     e->results_pending = e->cfg.tp;
     kv_conn_output_clear(&e->agg);
     e->stats.steps++;
@@ -545,11 +546,15 @@ static void sched_update(kv_engine *e) {
     e->conn.ops->update_connector_output(e->conn.self, &e->agg);
     for (uint32_t i = 0; i < e->agg.finished_recving.n; i++) on_finished_recving(e, e->agg.finished_recving.id[i]);
     for (uint32_t i = 0; i < e->agg.finished_sending.n; i++) on_finished_sending(e, e->agg.finished_sending.id[i]);
-    /* vLLM's busy loop: the next step starts at once after a step that
-     * computed something; a step that computed nothing waits a poll period
-     * (only transfers or unadmittable requests are pending). */
-    if (has_work(e) || e->finished_since_step.n)
-        arm_tick(e, e->step.n_reqs ? 0 : e->cfg.idle_poll_ns);
+    /* vLLM busy-loops; here the next step starts at once only when this one
+     * changed something (computed tokens, connector output, finished or woken
+     * requests). Otherwise the engine sleeps until a message can change its
+     * state: a new request, an abort, or a WAKE from a worker whose connector
+     * has news. The steps that are skipped would have computed nothing. */
+    bool progressed = e->step.n_reqs || e->agg.finished_recving.n || e->agg.finished_sending.n ||
+                      e->agg.failed_recving.n || e->agg.invalid_blocks.n || e->finished_since_step.n ||
+                      e->wake_pending;
+    if (progressed && (has_work(e) || e->finished_since_step.n)) arm_tick(e, 0);
 }
 
 /* ---- messages ---------------------------------------------------------------- */
@@ -619,6 +624,10 @@ static void sched_handle(void *self, const kv_msg *m) {
         if (!e->busy) sched_step(e);
         break;
     case KV_M_STEP_RESULT: on_step_result(e, m->payload); break;
+    case KV_M_WAKE:
+        if (e->busy) e->wake_pending = true;
+        else arm_tick(e, 0);
+        break;
     default: kv_logf(e->env, KV_LOG_WARN, "engine %u: unexpected message %u", e->cfg.index, m->kind);
     }
 }

@@ -75,7 +75,7 @@ typedef struct kv_engine_cfg {
     bool prefix_caching;
     uint64_t step_ns_base;    /* model cost of one step */
     uint64_t step_ns_per_token;
-    uint64_t idle_poll_ns;    /* step period while only waiting on transfers */
+    uint64_t idle_poll_ns;    /* retry period of a send still in flight at its expiry */
     uint64_t abort_timeout_ns;/* P: VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT */
     uint64_t recv_timeout_ns; /* D: RCVTIMEO */
     uint32_t bugs;            /* kv_bug mask */
@@ -154,6 +154,7 @@ typedef struct kv_engine {
     kv_step step;                    /* frozen while busy */
     bool busy;                       /* a step is in flight */
     bool tick_armed;                 /* a TICK is pending */
+    bool wake_pending;               /* a worker woke us while a step was in flight */
     uint32_t results_pending;        /* ranks yet to answer */
     kv_conn_output agg;              /* outputs of this step, all ranks */
     kv_worker *worker[KV_TP_MAX];    /* owned (env); each owned by its own actor */

@@ -45,6 +45,8 @@ enum kv_msg_kind {
     KV_M_P2P_SEND_DONE,    /* sender -> worker main: finished_sending */
     /* world -> any actor: arm a fault */
     KV_M_FAULT,
+    /* worker main -> engine scheduler: the connector has news; step again */
+    KV_M_WAKE,
 };
 
 /* "ADD_REQ", "P2P_RECV_DONE", "TRANSPORT_EVENT"...; never NULL. */

@@ -15,7 +15,9 @@
  * reported once, but only when it holds local blocks (seed 004: an empty pull
  * exists only to let P free). A failure is sticky and is reported once, with
  * a load error, again only when the request holds blocks (seed 000 (b): the
- * original returned before reporting and leaked D's blocks).
+ * original returned before reporting and leaked D's blocks), and only once
+ * every task of its batch is done, so no P rank can still write into blocks
+ * that D frees on the report.
  * Edge -> function: RECV_START on_start; FLUSH on_flush; BOOT_REPLY
  * on_boot_reply; resp on_resp; timer on_timeout; PEER_DOWN on_peer_down.
  * Invariant: a request is reported at most once (reported flag), and every
@@ -93,23 +95,34 @@ static void report(kv_p2p_receiver *r, rcv_req *q, bool failed) {
     kv_rt_post(r->w->rt, r->w->main_actor, KV_M_P2P_RECV_DONE, &d, sizeof d);
 }
 
-/* _handle_failed_recv for one request. */
+/* _handle_failed_recv for one request: the failure is sticky. It is
+ * reported (with a load error, only when the request holds blocks) once no
+ * task of its batch can still be writing: a P rank that has not answered
+ * yet may still WRITE into these blocks, and D frees them on the report.
+ * (Reporting at the first failing rank, as the original does, lets another
+ * rank's late WRITE land in blocks already given to a new request.) */
 static void fail_req(kv_p2p_receiver *r, rcv_req *q) {
-    if (!q->used || q->failed) return;
-    q->failed = true;
-    if (!kv_blocks_any(&q->m.blocks) || q->reported) return; /* nothing held, nothing to report */
-    report(r, q, true);
+    (void)r;
+    if (q->used) q->failed = true;
+}
+
+/* No task is outstanding for q: report its failure now. */
+static void fail_now(kv_p2p_receiver *r, rcv_req *q) {
+    fail_req(r, q);
+    if (q->used && !q->reported && kv_blocks_any(&q->m.blocks)) report(r, q, true);
 }
 
 static void fail_batch(kv_p2p_receiver *r, rcv_batch *b) {
     for (uint32_t i = 0; i < b->n_reqs; i++) fail_req(r, &r->req[b->req[i]]);
 }
 
+/* Every task of b is done: nothing can write into its requests' blocks any
+ * more. A request that is not reported yet failed (or P never answered for
+ * it); it is reported now. The original (err_early_return) reported none. */
 static void release_batch(kv_p2p_receiver *r, rcv_batch *b) {
     for (uint32_t i = 0; i < b->n_reqs; i++) {
         rcv_req *q = &r->req[b->req[i]];
-        /* P never answered for it although every task ended: a failure. */
-        if (!q->reported && !q->failed && !RCV_BUG(r, KV_BUG_ERR_EARLY_RETURN)) fail_req(r, q);
+        if (!q->reported && !RCV_BUG(r, KV_BUG_ERR_EARLY_RETURN)) fail_now(r, q);
         memset(q, 0, sizeof *q);
     }
     memset(b, 0, sizeof *b);
@@ -244,14 +257,14 @@ static void on_flush(kv_p2p_receiver *r) {
         rcv_req *q = &r->req[r->staged[i]];
         uint32_t e = q->m.remote_engine;
         if (e >= KV_ENGINES_MAX) {
-            fail_req(r, q);
+            fail_now(r, q);
             memset(q, 0, sizeof *q);
             continue;
         }
         if (open[e] == UINT32_MAX || r->batch[open[e]].n_reqs == KV_PULL_REQS_MAX) open[e] = new_batch(r, e);
         if (open[e] == UINT32_MAX) {
             kv_logf(RCV_ENV(r), KV_LOG_ERROR, "receiver: no free batch; request %u fails", q->m.d_req);
-            fail_req(r, q);
+            fail_now(r, q);
             memset(q, 0, sizeof *q);
             continue;
         }

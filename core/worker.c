@@ -55,8 +55,12 @@ static void on_execute(kv_worker *w, const kv_m_execute *x) {
 static void main_handle(void *self, const kv_msg *m) {
     kv_worker *w = self;
     kv_owner_check(w->env, &w->owner, w->cfg.index);
-    if (m->kind == KV_M_EXECUTE) on_execute(w, m->payload);
-    else w->conn.ops->on_message(w->conn.self, m);
+    if (m->kind == KV_M_EXECUTE) {
+        on_execute(w, m->payload);
+        return;
+    }
+    w->conn.ops->on_message(w->conn.self, m);
+    kv_rt_post(w->rt, w->sched_actor, KV_M_WAKE, NULL, 0); /* its get_finished has news */
 }
 
 kv_status kv_worker_new(kv_engine *e, uint32_t rank, kvt *t, kv_conn_kind kind, kv_worker **out) {

@@ -267,14 +267,17 @@ Test(p2p, p_abort_timeout_reaps_blocks_never_pulled) {
 /* Each (time, request) below lands an abort in one of the request's phases
  * on P and/or D; together they cover every phase, and each run is clean. */
 Test(p2p, abort_in_every_phase_is_clean) {
+    /* request 0 at 1 ms keeps D decoding while 1 (8 ms) and 2 (9 ms) arrive */
     static const struct { uint64_t at; uint32_t target; } plan[] = {
-        {800000, 1},   {2200000, 1}, {2400000, 1},  {5600000, 1},  {6400000, 1},
-        {12800000, 1}, {15400000, 1}, {1200000, 0}, {11400000, 0}, {12800000, 0},
+        {800000, 0},  {1300000, 0},  {5600000, 0},  {8200000, 1},  {9700000, 1},
+        {12700000, 1}, {15700000, 1}, {9100000, 2}, {17400000, 2},
     };
     uint64_t seen[KV_PH_COUNT] = {0};
     for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {
         sim_world_cfg_default(&C);
         reqs(3, 120, 8);
+        C.req[1].at_ns = 8000000;
+        C.req[2].at_ns = 9000000;
         C.n_faults = 1;
         C.fault[0] = (sim_fault){.at_ns = plan[i].at, .kind = SIM_F_ABORT, .target = plan[i].target};
         run();

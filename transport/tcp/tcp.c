@@ -1,0 +1,911 @@
+/* transport/tcp/tcp.c — the TCP transport; see tcp.h.
+ *
+ * Wire protocol (one TCP connection = one byte stream of frames):
+ *   frame   = len:u32le type:u8 payload[len - 1]      (len counts type+payload)
+ *   HELLO     (1) addr bytes (1..KV_ADDR_MAX-1, no NUL): the connecting
+ *                 endpoint's listening address. First frame the connecting
+ *                 side sends; the accepting side maps the connection to the
+ *                 peer id of that address on its endpoint (no reply).
+ *   CTRL      (2) 0..KV_WIRE_MAX bytes of control message.
+ *   WRITE     (3) tag:u64 index:u32 count:u32 region:u32 offset:u64 dlen:u32
+ *                 then dlen (<= KVT_TCP_ENTRY_MAX) bytes; len == 33 + dlen.
+ *                 Entry `index` of a batch of `count` entries. tag is the
+ *                 sender's internal wire id of the batch (never the user tag,
+ *                 so a late ack can never complete a reused user tag). The
+ *                 entries of one batch are contiguous on the stream.
+ *   WRITE_ACK (4) tag:u64 n_ok:u32 n_failed:u32; sent after the entry with
+ *                 index == count-1; n_ok + n_failed == count.
+ *   There is no CLOSE frame: EOF or an error closes the connection.
+ * Non-WRITE frames have len <= KVT_TCP_FRAME_MAX. Any frame with a bad length,
+ * an unknown type, a frame before HELLO on an accepted connection, or a bad
+ * field disconnects that connection with an error logged.
+ *
+ * The owning side bounds-checks every WRITE (region registered, offset + dlen
+ * <= region length, overflow-safe) before any byte lands; an out-of-range
+ * entry's bytes are read and discarded and it counts as failed. The region is
+ * looked up again for every chunk, so a dereg mid-entry fails the entry.
+ *
+ * Memory: every table and buffer is allocated in kvt_tcp_new. Each
+ * connection has a receive buffer of 4 + KVT_TCP_FRAME_MAX bytes (WRITE data
+ * is copied through it or received straight into the destination region)
+ * and a send ring of KVT_TCP_TX_CAP bytes. Submitted source bytes are copied
+ * into the send ring at submit time (simple, no races with the caller, and
+ * a timed-out batch never has DMA on its buffers). Data frames leave
+ * TX_RESERVE bytes of the ring free for acks, so two honest peers never
+ * deadlock on full rings.
+ *
+ * Events are produced only while the caller's array has room; what does not
+ * fit stays as state (a done batch, a pending PEER_DOWN, unparsed bytes) for
+ * the next poll. CTRL event bytes point into the receive buffer, which is
+ * compacted only at the start of the next poll (and a freed connection slot
+ * is not reused within the poll that freed it).
+ *
+ * No threads, no blocking calls, every loop bounded. */
+#include "transport/tcp/tcp.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define TC_NONE UINT32_MAX
+#define RX_CAP (4u + KVT_TCP_FRAME_MAX)
+#define TX_RESERVE (32u * 1024u)
+#define HDR 5u /* len + type */
+#define WRITE_LEN_MAX (1u + KVT_TCP_WRITE_HDR + KVT_TCP_ENTRY_MAX)
+#define ACCEPTS_PER_POLL 8u
+#define RECV_ROUNDS 8u
+#define SEND_ROUNDS 4u
+#define FRAMES_PER_CONN 4096u
+#define BATCH_BITS 10u
+
+enum { CS_FREE = 0, CS_CONNECTING, CS_OPEN, CS_FAILED };
+enum { B_FREE = 0, B_WAIT, B_DONE };
+
+typedef struct tc_region {
+    bool used;
+    kvt_region id;
+    uint8_t *base;
+    uint64_t len;
+} tc_region;
+
+typedef struct tc_peer {
+    kvt_addr addr;
+    uint32_t conn; /* primary connection or TC_NONE */
+    bool down_pending;
+} tc_peer;
+
+typedef struct tc_ep {
+    bool open;
+    int fd;
+    uint32_t owner;
+    kvt_addr addr;
+    uint32_t n_peers;
+    tc_peer peer[KVT_TCP_PEERS_MAX];
+} tc_ep;
+
+typedef struct tc_conn {
+    uint32_t state;
+    int fd;
+    uint32_t ep, peer; /* peer TC_NONE until HELLO on an accepted conn */
+    uint64_t freed_poll;
+    bool pinned; /* a ctrl event of this poll points into rx */
+    uint8_t *rx;
+    uint32_t rx_len, rx_off;
+    uint8_t *tx;
+    uint64_t tx_head, tx_tail;
+    /* the WRITE entry being received */
+    bool sink;
+    bool s_ok;
+    uint64_t s_tag, s_off;
+    uint32_t s_index, s_count, s_region, s_left;
+    /* ack accumulator of the batch being received */
+    uint64_t a_tag;
+    uint32_t a_ok;
+} tc_conn;
+
+typedef struct tc_batch {
+    uint32_t state;
+    uint32_t ep, peer, n;
+    uint64_t tag, wire, deadline;
+    kvt_completion done;
+} tc_batch;
+
+typedef struct tcp {
+    const kv_env *env;
+    kvt self;
+    char host[16]; /* IPv4 literal */
+    uint32_t n_eps;
+    kvt_region next_region;
+    uint64_t poll_no;
+    uint64_t wire_seq;
+    tc_ep *ep;         /* [EPS_MAX] */
+    tc_region reg[KVT_TCP_REGIONS_MAX];
+    tc_conn *conn;     /* [CONNS_MAX] */
+    tc_batch *batch;   /* [BATCHES_MAX] */
+    uint8_t *rx_slab;  /* [CONNS_MAX * RX_CAP] */
+    uint8_t *tx_slab;  /* [CONNS_MAX * TX_CAP] */
+    struct pollfd *pfd; /* [EPS_MAX + CONNS_MAX] */
+    uint32_t *pfd_of;  /* pfd index per listener then per conn, TC_NONE if none */
+    const uint8_t *ev_data[KVT_TCP_POLL_EVENTS_MAX];
+    uint32_t ev_n;
+} tcp;
+
+/* The caller's event array during one poll. */
+typedef struct evout {
+    kvt_event *ev;
+    uint32_t cap, n;
+} evout;
+
+/* ---- small helpers ----------------------------------------------------------- */
+
+static tcp *T(kvt *t) { return (tcp *)t->impl; }
+static bool range_ok(const tc_region *r, uint64_t off, uint64_t len) { return off <= r->len && len <= r->len - off; }
+static void put32(uint8_t *p, uint32_t v) {
+    for (uint32_t i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8u * i));
+}
+static void put64(uint8_t *p, uint64_t v) {
+    for (uint32_t i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8u * i));
+}
+static uint32_t get32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
+
+static tc_region *find_region(tcp *s, kvt_region id) {
+    if (id == 0 || id == KVT_NONE) return NULL;
+    for (uint32_t i = 0; i < KVT_TCP_REGIONS_MAX; i++)
+        if (s->reg[i].used && s->reg[i].id == id) return &s->reg[i];
+    return NULL;
+}
+
+static tc_ep *find_ep(tcp *s, kvt_ep ep) { return (ep < s->n_eps && s->ep[ep].open) ? &s->ep[ep] : NULL; }
+
+static bool set_nonblock(int fd) {
+    int fl = fcntl(fd, F_GETFL, 0);
+    return fl >= 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
+}
+
+/* "a.b.c.d:port" with a canonical port 1..65535. */
+static bool parse_addr(const char *s, struct sockaddr_in *out) {
+    char host[KV_ADDR_MAX];
+    const char *colon = NULL;
+    size_t n = 0;
+    for (; n < KV_ADDR_MAX && s[n]; n++)
+        if (s[n] == ':') colon = s + n;
+    if (n >= KV_ADDR_MAX || !colon || colon == s) return false;
+    size_t hl = (size_t)(colon - s);
+    memcpy(host, s, hl);
+    host[hl] = '\0';
+    const char *p = colon + 1;
+    uint32_t port = 0, d = 0;
+    for (; d < 6 && p[d] >= '0' && p[d] <= '9'; d++) port = port * 10u + (uint32_t)(p[d] - '0');
+    if (d == 0 || d > 5 || p[d] != '\0' || port == 0 || port > 65535u || (d > 1 && p[0] == '0')) return false;
+    memset(out, 0, sizeof *out);
+    out->sin_family = AF_INET;
+    out->sin_port = htons((uint16_t)port);
+    return inet_pton(AF_INET, host, &out->sin_addr) == 1;
+}
+
+/* ---- send ring ------------------------------------------------------------------- */
+
+static uint64_t tx_used(const tc_conn *c) { return c->tx_head - c->tx_tail; }
+static uint64_t tx_free(const tc_conn *c) { return KVT_TCP_TX_CAP - tx_used(c); }
+
+static void tx_put(tc_conn *c, const void *src, size_t len) {
+    const uint8_t *b = src;
+    size_t pos = (size_t)(c->tx_head % KVT_TCP_TX_CAP);
+    size_t first = KVT_TCP_TX_CAP - pos < len ? KVT_TCP_TX_CAP - pos : len;
+    if (first) memcpy(c->tx + pos, b, first);
+    if (len > first) memcpy(c->tx, b + first, len - first);
+    c->tx_head += len;
+}
+
+static void tx_frame_hdr(tc_conn *c, uint32_t len, uint8_t type) {
+    uint8_t h[HDR];
+    put32(h, len);
+    h[4] = type;
+    tx_put(c, h, sizeof h);
+}
+
+/* ---- connections ----------------------------------------------------------------- */
+
+static uint32_t conn_alloc(tcp *s) {
+    for (uint32_t i = 0; i < KVT_TCP_CONNS_MAX; i++) {
+        tc_conn *c = &s->conn[i];
+        if (c->state != CS_FREE || (c->freed_poll == s->poll_no && s->poll_no != 0)) continue;
+        uint8_t *rx = c->rx, *tx = c->tx;
+        memset(c, 0, sizeof *c);
+        c->rx = rx;
+        c->tx = tx;
+        c->fd = -1;
+        c->ep = c->peer = TC_NONE;
+        return i;
+    }
+    return TC_NONE;
+}
+
+static void fail_peer_batches(tcp *s, uint32_t ep, uint32_t peer) {
+    for (uint32_t i = 0; i < KVT_TCP_BATCHES_MAX; i++) {
+        tc_batch *b = &s->batch[i];
+        if (b->state != B_WAIT || b->ep != ep || b->peer != peer) continue;
+        b->state = B_DONE;
+        b->done = (kvt_completion){.tag = b->tag, .n_failed = b->n, .status = KV_ECONNRESET};
+    }
+}
+
+/* Closes c; if it was its peer's primary connection, the peer's batches
+ * complete KV_ECONNRESET and one PEER_DOWN is queued. */
+static void conn_fail(tcp *s, uint32_t ci) {
+    tc_conn *c = &s->conn[ci];
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+    if (c->peer != TC_NONE) {
+        tc_peer *p = &s->ep[c->ep].peer[c->peer];
+        if (p->conn == ci) {
+            p->conn = TC_NONE;
+            p->down_pending = true;
+            fail_peer_batches(s, c->ep, c->peer);
+        }
+    }
+    c->state = CS_FREE;
+    c->sink = false;
+    c->freed_poll = s->poll_no;
+}
+
+static void proto_error(tcp *s, uint32_t ci, const char *what) {
+    const tc_conn *c = &s->conn[ci];
+    const char *who = (c->peer != TC_NONE) ? s->ep[c->ep].peer[c->peer].addr.s : "(no hello)";
+    kv_logf(s->env, KV_LOG_ERROR, "tcp: ep %u peer %s: protocol error: %s; disconnecting", c->ep, who, what);
+    conn_fail(s, ci);
+}
+
+/* Opens a non-blocking connection from ep to its peer's address. An
+ * immediate failure leaves the connection CS_FAILED: the next poll fails it
+ * like an asynchronous one (so queued batches complete once). */
+static kv_status conn_dial(tcp *s, uint32_t ep, uint32_t peer) {
+    tc_peer *p = &s->ep[ep].peer[peer];
+    struct sockaddr_in sa;
+    if (!parse_addr(p->addr.s, &sa)) return KV_EINVAL;
+    uint32_t ci = conn_alloc(s);
+    if (ci == TC_NONE) return KV_ENOMEM;
+    tc_conn *c = &s->conn[ci];
+    c->ep = ep;
+    c->peer = peer;
+    c->state = CS_FAILED;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd >= 0 && set_nonblock(fd)) {
+        int one = 1;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        c->fd = fd;
+        if (connect(fd, (const struct sockaddr *)&sa, sizeof sa) == 0) c->state = CS_OPEN;
+        else if (errno == EINPROGRESS) c->state = CS_CONNECTING;
+    } else if (fd >= 0) {
+        close(fd);
+    }
+    p->conn = ci;
+    const kvt_addr *me = &s->ep[ep].addr;
+    uint32_t al = (uint32_t)strlen(me->s);
+    tx_frame_hdr(c, 1u + al, KVT_TCP_HELLO);
+    tx_put(c, me->s, al);
+    return KV_OK;
+}
+
+/* Finds or adds addr in e's peer table; TC_NONE when full. */
+static uint32_t peer_get(tc_ep *e, const char *addr, size_t len) {
+    for (uint32_t i = 0; i < e->n_peers; i++)
+        if (strlen(e->peer[i].addr.s) == len && memcmp(e->peer[i].addr.s, addr, len) == 0) return i;
+    if (e->n_peers >= KVT_TCP_PEERS_MAX) return TC_NONE;
+    tc_peer *p = &e->peer[e->n_peers];
+    memset(p, 0, sizeof *p);
+    memcpy(p->addr.s, addr, len);
+    p->conn = TC_NONE;
+    return e->n_peers++;
+}
+
+/* The peer's primary connection, dialing if there is none. */
+static kv_status route(tcp *s, kvt_ep ep, kvt_peer peer, tc_conn **out) {
+    tc_ep *e = find_ep(s, ep);
+    if (!e || peer >= e->n_peers) return KV_ENOENT;
+    if (e->peer[peer].conn == TC_NONE) {
+        kv_status st = conn_dial(s, ep, peer);
+        if (st != KV_OK) return st == KV_ENOMEM ? KV_ENOMEM : KV_ECONNRESET;
+    }
+    *out = &s->conn[e->peer[peer].conn];
+    return KV_OK;
+}
+
+/* ---- transport ops: memory ------------------------------------------------------- */
+
+static kv_status op_reg(kvt *t, void *base, uint64_t len, kvt_mem_kind kind, kvt_region *out) {
+    tcp *s = T(t);
+    if (!base || len == 0 || !out) return KV_EINVAL;
+    if (kind != KVT_MEM_HOST) return KV_ENOSYS;
+    if (s->next_region == KVT_NONE) return KV_ENOMEM;
+    for (uint32_t i = 0; i < KVT_TCP_REGIONS_MAX; i++) {
+        tc_region *r = &s->reg[i];
+        if (r->used) continue;
+        *r = (tc_region){.used = true, .id = s->next_region++, .base = base, .len = len};
+        *out = r->id;
+        return KV_OK;
+    }
+    return KV_ENOMEM;
+}
+
+static kv_status op_dereg(kvt *t, kvt_region id) {
+    tc_region *r = find_region(T(t), id);
+    if (!r) return KV_ENOENT;
+    memset(r, 0, sizeof *r);
+    return KV_OK;
+}
+
+static kv_status op_export_desc(kvt *t, kvt_region id, kvt_desc *out) {
+    const tc_region *r = find_region(T(t), id);
+    if (!out) return KV_EINVAL;
+    if (!r) return KV_ENOENT;
+    *out = (kvt_desc){.region = r->id, .len = r->len};
+    return KV_OK;
+}
+
+/* ---- transport ops: endpoints ---------------------------------------------------- */
+
+static int listen_socket(const char *host, uint16_t *port) {
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) return -1;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    socklen_t sl = sizeof sa;
+    if (!set_nonblock(fd) || bind(fd, (const struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 64) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
+        close(fd);
+        return -1;
+    }
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+static kv_status op_ep_open(kvt *t, uint32_t owner, kvt_ep *out_ep, kvt_addr *out_addr) {
+    tcp *s = T(t);
+    if (!out_ep) return KV_EINVAL;
+    if (s->n_eps >= KVT_TCP_EPS_MAX) return KV_ENOMEM;
+    uint16_t port = 0;
+    int fd = listen_socket(s->host, &port);
+    if (fd < 0) return KV_EIO;
+    tc_ep *e = &s->ep[s->n_eps];
+    memset(e, 0, sizeof *e);
+    e->open = true;
+    e->fd = fd;
+    e->owner = owner;
+    snprintf(e->addr.s, sizeof e->addr.s, "%s:%u", s->host, (unsigned)port);
+    *out_ep = s->n_eps++;
+    if (out_addr) *out_addr = e->addr;
+    return KV_OK;
+}
+
+static kv_status op_connect(kvt *t, kvt_ep ep, const kvt_addr *addr, kvt_peer *out) {
+    tcp *s = T(t);
+    struct sockaddr_in sa;
+    if (!addr || !out) return KV_EINVAL;
+    tc_ep *e = find_ep(s, ep);
+    if (!e) return KV_ENOENT;
+    size_t len = strnlen(addr->s, sizeof addr->s);
+    if (len >= sizeof addr->s || !parse_addr(addr->s, &sa)) return KV_EINVAL;
+    uint32_t id = peer_get(e, addr->s, len);
+    if (id == TC_NONE) return KV_ENOMEM;
+    if (e->peer[id].conn == TC_NONE) {
+        kv_status st = conn_dial(s, ep, id);
+        if (st != KV_OK) return st;
+    }
+    *out = id;
+    return KV_OK;
+}
+
+/* ---- transport ops: submit and ctrl ---------------------------------------------- */
+
+static kv_status check_local(tcp *s, const kvt_write *w, uint32_t n, uint64_t *bytes) {
+    *bytes = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (w[i].len > KVT_TCP_ENTRY_MAX) return KV_EINVAL;
+        const tc_region *r = find_region(s, w[i].local);
+        if (!r || !range_ok(r, w[i].local_off, w[i].len)) return KV_ERANGE;
+        *bytes += 4u + 1u + KVT_TCP_WRITE_HDR + w[i].len;
+    }
+    return KV_OK;
+}
+
+static uint32_t batch_alloc(tcp *s) {
+    for (uint32_t i = 0; i < KVT_TCP_BATCHES_MAX; i++)
+        if (s->batch[i].state == B_FREE) return i;
+    return TC_NONE;
+}
+
+static void put_entry(tcp *s, tc_conn *c, uint64_t wire, uint32_t i, uint32_t n, const kvt_write *w) {
+    uint8_t h[KVT_TCP_WRITE_HDR];
+    put64(h, wire);
+    put32(h + 8, i);
+    put32(h + 12, n);
+    put32(h + 16, w->remote);
+    put64(h + 20, w->remote_off);
+    put32(h + 28, w->len);
+    tx_frame_hdr(c, 1u + KVT_TCP_WRITE_HDR + w->len, KVT_TCP_WRITE);
+    tx_put(c, h, sizeof h);
+    const tc_region *r = find_region(s, w->local);
+    if (w->len) tx_put(c, r->base + w->local_off, w->len);
+}
+
+static kv_status op_submit(kvt *t, kvt_ep ep, kvt_peer peer, const kvt_write *w, uint32_t n, uint64_t tag,
+                           uint64_t deadline_ns) {
+    tcp *s = T(t);
+    tc_conn *c;
+    uint64_t bytes;
+    if (!w || n == 0 || n > KVT_BATCH_WRITES_MAX) return KV_EINVAL;
+    tc_ep *e = find_ep(s, ep);
+    if (!e || peer >= e->n_peers) return KV_ENOENT;
+    kv_status st = check_local(s, w, n, &bytes);
+    if (st != KV_OK) return st;
+    if (bytes > KVT_TCP_TX_CAP - TX_RESERVE) return KV_EINVAL;
+    uint32_t bi = batch_alloc(s);
+    if (bi == TC_NONE) return KV_EFULL;
+    st = route(s, ep, peer, &c);
+    if (st != KV_OK) return st;
+    if (tx_free(c) < bytes + TX_RESERVE) return KV_EFULL;
+    tc_batch *b = &s->batch[bi];
+    uint64_t wire = (++s->wire_seq << BATCH_BITS) | bi;
+    *b = (tc_batch){.state = B_WAIT, .ep = ep, .peer = peer, .n = n, .tag = tag, .wire = wire, .deadline = deadline_ns};
+    for (uint32_t i = 0; i < n; i++) put_entry(s, c, wire, i, n, &w[i]);
+    return KV_OK;
+}
+
+static kv_status op_send_ctrl(kvt *t, kvt_ep ep, kvt_peer peer, const void *buf, uint32_t len) {
+    tcp *s = T(t);
+    tc_conn *c;
+    if ((!buf && len > 0) || len > KV_WIRE_MAX) return KV_EINVAL;
+    kv_status st = route(s, ep, peer, &c);
+    if (st != KV_OK) return st;
+    if (tx_free(c) < (uint64_t)HDR + len + TX_RESERVE) return KV_EFULL;
+    tx_frame_hdr(c, 1u + len, KVT_TCP_CTRL);
+    if (len) tx_put(c, buf, len);
+    return KV_OK;
+}
+
+/* ---- events ---------------------------------------------------------------------- */
+
+static kvt_event *ev_next(tcp *s, evout *o, uint32_t kind, uint32_t ep, uint32_t peer) {
+    if (o->n >= o->cap) return NULL;
+    kvt_event *ev = &o->ev[o->n];
+    memset(ev, 0, sizeof *ev);
+    ev->kind = kind;
+    ev->ep = ep;
+    ev->owner = s->ep[ep].owner;
+    ev->peer = peer;
+    s->ev_data[o->n] = NULL;
+    o->n++;
+    return ev;
+}
+
+/* Emits a done batch if there is room; otherwise it stays B_DONE. */
+static void batch_emit(tcp *s, evout *o, tc_batch *b) {
+    kvt_event *ev = ev_next(s, o, KVT_EV_DONE, b->ep, b->peer);
+    if (!ev) return;
+    ev->done = b->done;
+    b->state = B_FREE;
+}
+
+static void batch_finish(tcp *s, evout *o, tc_batch *b, uint32_t n_ok, uint32_t n_failed, kv_status st) {
+    b->state = B_DONE;
+    b->done = (kvt_completion){.tag = b->tag, .n_ok = n_ok, .n_failed = n_failed, .status = st};
+    batch_emit(s, o, b);
+}
+
+/* Deadlines and deferred completions. A timed-out batch's bytes may still
+ * land on the peer (they were copied to our send ring): the core's protocol
+ * guarantees D does not reuse the blocks before P's response. Later acks for
+ * its wire tag find no batch and are ignored. */
+static void scan_batches(tcp *s, evout *o, uint64_t now) {
+    for (uint32_t i = 0; i < KVT_TCP_BATCHES_MAX && o->n < o->cap; i++) {
+        tc_batch *b = &s->batch[i];
+        if (b->state == B_DONE) batch_emit(s, o, b);
+        else if (b->state == B_WAIT && b->deadline != 0 && now >= b->deadline)
+            batch_finish(s, o, b, 0, b->n, KV_ETIMEDOUT);
+    }
+}
+
+static void scan_peers(tcp *s, evout *o) {
+    for (uint32_t e = 0; e < s->n_eps; e++) {
+        tc_ep *ep = &s->ep[e];
+        for (uint32_t k = 0; k < ep->n_peers && o->n < o->cap; k++) {
+            if (!ep->peer[k].down_pending) continue;
+            if (ev_next(s, o, KVT_EV_PEER_DOWN, e, k)) ep->peer[k].down_pending = false;
+        }
+    }
+}
+
+/* ---- frame parsing --------------------------------------------------------------- */
+
+static bool on_hello(tcp *s, uint32_t ci, const uint8_t *p, uint32_t len) {
+    tc_conn *c = &s->conn[ci];
+    struct sockaddr_in sa;
+    kvt_addr a;
+    if (c->peer != TC_NONE || len == 0 || len >= KV_ADDR_MAX || memchr(p, 0, len)) return false;
+    memset(&a, 0, sizeof a);
+    memcpy(a.s, p, len);
+    if (!parse_addr(a.s, &sa)) return false;
+    tc_ep *e = &s->ep[c->ep];
+    uint32_t id = peer_get(e, a.s, len);
+    if (id == TC_NONE) return false;
+    c->peer = id;
+    if (e->peer[id].conn == TC_NONE) e->peer[id].conn = ci; /* replies go back on it */
+    return true;
+}
+
+static bool on_ack(tcp *s, uint32_t ci, evout *o, const uint8_t *p, uint32_t len) {
+    const tc_conn *c = &s->conn[ci];
+    if (len != KVT_TCP_ACK_LEN) return false;
+    uint64_t wire = get64(p);
+    uint32_t n_ok = get32(p + 8), n_failed = get32(p + 12);
+    tc_batch *b = &s->batch[wire & (KVT_TCP_BATCHES_MAX - 1u)];
+    if (b->state != B_WAIT || b->wire != wire || b->ep != c->ep || b->peer != c->peer) return true; /* late: ignore */
+    if ((uint64_t)n_ok + n_failed != b->n) return false;
+    batch_finish(s, o, b, n_ok, n_failed, n_failed ? KV_ERANGE : KV_OK);
+    return true;
+}
+
+/* Validates a WRITE header and arms the sink; false on a protocol error. */
+static bool on_write_hdr(tcp *s, tc_conn *c, const uint8_t *p, uint32_t len) {
+    uint32_t dlen = get32(p + 28);
+    c->s_tag = get64(p);
+    c->s_index = get32(p + 8);
+    c->s_count = get32(p + 12);
+    c->s_region = get32(p + 16);
+    c->s_off = get64(p + 20);
+    if (dlen != len - 1u - KVT_TCP_WRITE_HDR || c->s_count == 0 || c->s_count > KVT_BATCH_WRITES_MAX ||
+        c->s_index >= c->s_count)
+        return false;
+    const tc_region *r = find_region(s, c->s_region);
+    c->s_ok = r && range_ok(r, c->s_off, dlen);
+    c->s_left = dlen;
+    c->sink = true;
+    if (c->s_index == 0 || c->s_tag != c->a_tag) {
+        c->a_tag = c->s_tag;
+        c->a_ok = 0;
+    }
+    return true;
+}
+
+/* Where the next k sink bytes go, or NULL to discard (region gone). */
+static uint8_t *sink_dst(tcp *s, tc_conn *c, uint32_t k) {
+    if (!c->s_ok) return NULL;
+    const tc_region *r = find_region(s, c->s_region);
+    if (!r || !range_ok(r, c->s_off, k)) {
+        c->s_ok = false;
+        return NULL;
+    }
+    return r->base + c->s_off;
+}
+
+static void sink_advance(tcp *s, tc_conn *c, uint32_t k) {
+    c->s_off += k;
+    c->s_left -= k;
+    if (c->s_left != 0) return;
+    c->sink = false;
+    c->a_ok += c->s_ok ? 1u : 0u;
+    if (c->s_index + 1u != c->s_count) return;
+    uint8_t a[KVT_TCP_ACK_LEN];
+    put64(a, c->s_tag);
+    put32(a + 8, c->a_ok);
+    put32(a + 12, c->s_count - (c->a_ok > c->s_count ? c->s_count : c->a_ok));
+    tx_frame_hdr(c, 1u + KVT_TCP_ACK_LEN, KVT_TCP_WRITE_ACK);
+    tx_put(c, a, sizeof a);
+    (void)s;
+}
+
+/* Copies buffered sink bytes into the region. */
+static void sink_from_rx(tcp *s, tc_conn *c) {
+    uint32_t avail = c->rx_len - c->rx_off;
+    uint32_t k = avail < c->s_left ? avail : c->s_left;
+    uint8_t *dst = sink_dst(s, c, k);
+    if (dst && k) memcpy(dst, c->rx + c->rx_off, k);
+    c->rx_off += k;
+    sink_advance(s, c, k);
+}
+
+typedef enum { PR_MORE, PR_STOP, PR_ERR } pr_t;
+
+static pr_t parse_small(tcp *s, uint32_t ci, evout *o, uint32_t len, uint8_t type) {
+    tc_conn *c = &s->conn[ci];
+    const uint8_t *p = c->rx + c->rx_off + HDR;
+    uint32_t plen = len - 1u;
+    if (len > KVT_TCP_FRAME_MAX) return PR_ERR;
+    if (c->rx_len - c->rx_off < 4u + len) return PR_STOP;
+    if (type == KVT_TCP_HELLO) {
+        if (!on_hello(s, ci, p, plen)) return PR_ERR;
+    } else if (c->peer == TC_NONE) {
+        return PR_ERR;
+    } else if (type == KVT_TCP_CTRL) {
+        if (plen > KV_WIRE_MAX) return PR_ERR;
+        kvt_event *ev = ev_next(s, o, KVT_EV_CTRL, c->ep, c->peer);
+        if (!ev) return PR_STOP;
+        ev->len = plen;
+        s->ev_data[o->n - 1u] = p;
+        c->pinned = true;
+    } else if (type == KVT_TCP_WRITE_ACK) {
+        if (!on_ack(s, ci, o, p, plen)) return PR_ERR;
+    } else {
+        return PR_ERR;
+    }
+    c->rx_off += 4u + len;
+    return PR_MORE;
+}
+
+static pr_t parse_one(tcp *s, uint32_t ci, evout *o) {
+    tc_conn *c = &s->conn[ci];
+    if (c->sink) {
+        if (c->rx_len == c->rx_off) return PR_STOP;
+        sink_from_rx(s, c);
+        return PR_MORE;
+    }
+    if (o->n >= o->cap || c->rx_len - c->rx_off < HDR) return PR_STOP;
+    const uint8_t *h = c->rx + c->rx_off;
+    uint32_t len = get32(h);
+    uint8_t type = h[4];
+    if (len == 0) return PR_ERR;
+    if (type != KVT_TCP_WRITE) return parse_small(s, ci, o, len, type);
+    if (len < 1u + KVT_TCP_WRITE_HDR || len > WRITE_LEN_MAX || c->peer == TC_NONE) return PR_ERR;
+    if (c->rx_len - c->rx_off < HDR + KVT_TCP_WRITE_HDR) return PR_STOP;
+    if (tx_free(c) < HDR + KVT_TCP_ACK_LEN) return PR_STOP; /* back-pressure: room for the ack */
+    if (!on_write_hdr(s, c, h + HDR, len)) return PR_ERR;
+    c->rx_off += HDR + KVT_TCP_WRITE_HDR;
+    if (c->s_left == 0) sink_advance(s, c, 0);
+    return PR_MORE;
+}
+
+/* Parses buffered frames; false if the connection was failed. */
+static bool parse_conn(tcp *s, uint32_t ci, evout *o) {
+    for (uint32_t g = 0; g < FRAMES_PER_CONN; g++) {
+        pr_t r = parse_one(s, ci, o);
+        if (r == PR_STOP) return true;
+        if (r == PR_ERR) {
+            proto_error(s, ci, "malformed or oversized frame");
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---- socket I/O ------------------------------------------------------------------ */
+
+static void rx_compact(tc_conn *c) {
+    if (c->rx_off == 0) return;
+    memmove(c->rx, c->rx + c->rx_off, c->rx_len - c->rx_off);
+    c->rx_len -= c->rx_off;
+    c->rx_off = 0;
+}
+
+/* One recv; 1 = got bytes, 0 = would block / no room, -1 = EOF or error. */
+static int recv_some(tcp *s, tc_conn *c) {
+    uint8_t *dst;
+    size_t room;
+    if (c->sink && c->rx_len == c->rx_off && (dst = sink_dst(s, c, c->s_left)) != NULL) {
+        ssize_t n = recv(c->fd, dst, c->s_left, 0); /* straight into the region */
+        if (n > 0) sink_advance(s, c, (uint32_t)n);
+        return n > 0 ? 1 : (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) ? 0 : -1;
+    }
+    if (!c->pinned && c->rx_len == RX_CAP) rx_compact(c);
+    room = RX_CAP - c->rx_len;
+    if (room == 0) return 0;
+    ssize_t n = recv(c->fd, c->rx + c->rx_len, room, 0);
+    if (n > 0) c->rx_len += (uint32_t)n;
+    return n > 0 ? 1 : (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) ? 0 : -1;
+}
+
+static void conn_read(tcp *s, uint32_t ci, evout *o) {
+    tc_conn *c = &s->conn[ci];
+    if (!parse_conn(s, ci, o)) return;
+    for (uint32_t r = 0; r < RECV_ROUNDS && o->n < o->cap; r++) {
+        int got = recv_some(s, c);
+        if (got < 0) {
+            (void)parse_conn(s, ci, o);
+            if (c->state != CS_FREE) conn_fail(s, ci);
+            return;
+        }
+        if (!parse_conn(s, ci, o) || got == 0) return;
+    }
+}
+
+static void conn_write(tcp *s, uint32_t ci) {
+    tc_conn *c = &s->conn[ci];
+    for (uint32_t r = 0; r < SEND_ROUNDS && tx_used(c) > 0; r++) {
+        size_t pos = (size_t)(c->tx_tail % KVT_TCP_TX_CAP);
+        size_t len = (size_t)tx_used(c);
+        if (len > KVT_TCP_TX_CAP - pos) len = KVT_TCP_TX_CAP - pos;
+        ssize_t n = send(c->fd, c->tx + pos, len, MSG_NOSIGNAL);
+        if (n > 0) {
+            c->tx_tail += (uint64_t)n;
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+        conn_fail(s, ci);
+        return;
+    }
+}
+
+static void conn_connected(tcp *s, uint32_t ci, short rev) {
+    tc_conn *c = &s->conn[ci];
+    int err = 0;
+    socklen_t el = sizeof err;
+    if (!(rev & (POLLOUT | POLLERR | POLLHUP))) return;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+        conn_fail(s, ci);
+        return;
+    }
+    c->state = CS_OPEN;
+}
+
+static void accept_some(tcp *s, uint32_t ep) {
+    for (uint32_t g = 0; g < ACCEPTS_PER_POLL; g++) {
+        int fd = accept(s->ep[ep].fd, NULL, NULL);
+        if (fd < 0) return;
+        uint32_t ci = conn_alloc(s);
+        if (ci == TC_NONE || !set_nonblock(fd)) {
+            kv_logf(s->env, KV_LOG_WARN, "tcp: ep %u: no connection slot; incoming connection closed", ep);
+            close(fd);
+            continue;
+        }
+        int one = 1;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        tc_conn *c = &s->conn[ci];
+        c->fd = fd;
+        c->ep = ep;
+        c->state = CS_OPEN;
+    }
+}
+
+/* ---- poll ------------------------------------------------------------------------ */
+
+static nfds_t fill_pollfds(tcp *s) {
+    nfds_t n = 0;
+    for (uint32_t e = 0; e < KVT_TCP_EPS_MAX; e++) {
+        s->pfd_of[e] = TC_NONE;
+        if (e >= s->n_eps || !s->ep[e].open) continue;
+        s->pfd[n] = (struct pollfd){.fd = s->ep[e].fd, .events = POLLIN};
+        s->pfd_of[e] = (uint32_t)n++;
+    }
+    for (uint32_t i = 0; i < KVT_TCP_CONNS_MAX; i++) {
+        tc_conn *c = &s->conn[i];
+        s->pfd_of[KVT_TCP_EPS_MAX + i] = TC_NONE;
+        if (c->state != CS_CONNECTING && c->state != CS_OPEN) continue;
+        short ev = (short)(c->state == CS_CONNECTING ? POLLOUT : (POLLIN | (tx_used(c) ? POLLOUT : 0)));
+        s->pfd[n] = (struct pollfd){.fd = c->fd, .events = ev};
+        s->pfd_of[KVT_TCP_EPS_MAX + i] = (uint32_t)n++;
+    }
+    return n;
+}
+
+static void poll_conn(tcp *s, uint32_t ci, evout *o) {
+    tc_conn *c = &s->conn[ci];
+    uint32_t pi = s->pfd_of[KVT_TCP_EPS_MAX + ci];
+    if (c->state == CS_FAILED) {
+        conn_fail(s, ci);
+        return;
+    }
+    if (pi == TC_NONE) return;
+    short rev = s->pfd[pi].revents;
+    if (c->state == CS_CONNECTING) conn_connected(s, ci, rev);
+    if (c->state != CS_OPEN) return;
+    conn_read(s, ci, o); /* also drains bytes buffered by an earlier poll */
+    if (c->state == CS_OPEN && tx_used(c) > 0) conn_write(s, ci);
+}
+
+static kv_status op_poll(kvt *t, kvt_event *out, uint32_t max, uint32_t *out_n) {
+    tcp *s = T(t);
+    if (!out_n || (max > 0 && !out)) return KV_EINVAL;
+    *out_n = 0;
+    s->poll_no++;
+    s->ev_n = 0;
+    evout o = {.ev = out, .cap = max < KVT_TCP_POLL_EVENTS_MAX ? max : KVT_TCP_POLL_EVENTS_MAX, .n = 0};
+    for (uint32_t i = 0; i < KVT_TCP_CONNS_MAX; i++) {
+        s->conn[i].pinned = false;
+        if (s->conn[i].state != CS_FREE) rx_compact(&s->conn[i]);
+    }
+    nfds_t nfd = fill_pollfds(s);
+    if (nfd > 0 && poll(s->pfd, nfd, 0) < 0 && errno != EINTR) return KV_EIO;
+    for (uint32_t e = 0; e < s->n_eps; e++) {
+        uint32_t pi = s->pfd_of[e];
+        if (pi != TC_NONE && (s->pfd[pi].revents & POLLIN)) accept_some(s, e);
+    }
+    for (uint32_t i = 0; i < KVT_TCP_CONNS_MAX; i++)
+        if (s->conn[i].state != CS_FREE) poll_conn(s, i, &o);
+    scan_batches(s, &o, kv_now_ns(s->env));
+    scan_peers(s, &o);
+    s->ev_n = o.n;
+    *out_n = o.n;
+    return KV_OK;
+}
+
+kv_status kvt_tcp_event_data(kvt *t, uint32_t i, const uint8_t **out) {
+    if (!t || !out) return KV_EINVAL;
+    tcp *s = T(t);
+    if (i >= s->ev_n || !s->ev_data[i]) return KV_ENOENT;
+    *out = s->ev_data[i];
+    return KV_OK;
+}
+
+/* ---- lifetime -------------------------------------------------------------------- */
+
+static void op_close(kvt *t) {
+    if (!t) return;
+    tcp *s = T(t);
+    const kv_env *env = s->env;
+    for (uint32_t e = 0; e < s->n_eps; e++)
+        if (s->ep[e].open && s->ep[e].fd >= 0) close(s->ep[e].fd);
+    for (uint32_t i = 0; s->conn && i < KVT_TCP_CONNS_MAX; i++)
+        if (s->conn[i].state != CS_FREE && s->conn[i].fd >= 0) close(s->conn[i].fd);
+    void *p[] = {s->ep, s->conn, s->batch, s->rx_slab, s->tx_slab, s->pfd, s->pfd_of};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) kv_release(env, p[i]);
+    kv_release(env, s);
+}
+
+static const kvt_ops tcp_ops = {
+    .size = sizeof(kvt_ops),
+    .name = "tcp",
+    .reg = op_reg,
+    .dereg = op_dereg,
+    .export_desc = op_export_desc,
+    .ep_open = op_ep_open,
+    .connect = op_connect,
+    .submit = op_submit,
+    .send_ctrl = op_send_ctrl,
+    .poll = op_poll,
+    .close = op_close,
+};
+
+static bool alloc_tables(tcp *s) {
+    const kv_env *env = s->env;
+    s->ep = kv_alloc(env, KVT_TCP_EPS_MAX * sizeof *s->ep);
+    s->conn = kv_alloc(env, KVT_TCP_CONNS_MAX * sizeof *s->conn);
+    s->batch = kv_alloc(env, KVT_TCP_BATCHES_MAX * sizeof *s->batch);
+    s->rx_slab = kv_alloc(env, (size_t)KVT_TCP_CONNS_MAX * RX_CAP);
+    s->tx_slab = kv_alloc(env, (size_t)KVT_TCP_CONNS_MAX * KVT_TCP_TX_CAP);
+    s->pfd = kv_alloc(env, (KVT_TCP_EPS_MAX + KVT_TCP_CONNS_MAX) * sizeof *s->pfd);
+    s->pfd_of = kv_alloc(env, (KVT_TCP_EPS_MAX + KVT_TCP_CONNS_MAX) * sizeof *s->pfd_of);
+    return s->ep && s->conn && s->batch && s->rx_slab && s->tx_slab && s->pfd && s->pfd_of;
+}
+
+kv_status kvt_tcp_new(const kv_env *env, const char *bind_host, kvt **out) {
+    struct in_addr ia;
+    if (!env || !bind_host || !out) return KV_EINVAL;
+    *out = NULL;
+    size_t hl = strnlen(bind_host, KV_ADDR_MAX);
+    if (hl == 0 || hl > 15 || inet_pton(AF_INET, bind_host, &ia) != 1) return KV_EINVAL;
+    tcp *s = kv_alloc(env, sizeof *s);
+    if (!s) return KV_ENOMEM;
+    memset(s, 0, sizeof *s);
+    s->env = env;
+    s->self = (kvt){.ops = &tcp_ops, .impl = s};
+    memcpy(s->host, bind_host, hl);
+    s->next_region = 1;
+    if (!alloc_tables(s)) {
+        op_close(&s->self);
+        return KV_ENOMEM;
+    }
+    for (uint32_t i = 0; i < KVT_TCP_CONNS_MAX; i++) {
+        s->conn[i] = (tc_conn){.state = CS_FREE, .fd = -1, .ep = TC_NONE, .peer = TC_NONE};
+        s->conn[i].rx = s->rx_slab + (size_t)i * RX_CAP;
+        s->conn[i].tx = s->tx_slab + (size_t)i * KVT_TCP_TX_CAP;
+    }
+    *out = &s->self;
+    return KV_OK;
+}
+
+void kvt_tcp_free(kvt *t) {
+    if (t) t->ops->close(t);
+}

@@ -1,0 +1,69 @@
+/* transport/tcp/tcp.h — the real TCP backend of include/kvconn/transport.h.
+ *
+ * One kvt per process (node). Endpoints listen on bind_host:<ephemeral>;
+ * their address is "a.b.c.d:port" (IPv4 literals only, no name lookup).
+ * Everything is non-blocking and single-threaded: all socket work happens in
+ * poll(), which never blocks (poll(2) with timeout 0) and does bounded work.
+ * The wire protocol is documented at the top of tcp.c.
+ *
+ * Semantics mirror the sim backend (sim/sim_net.h):
+ *  - regions are host memory only (KVT_MEM_CUDA -> KV_ENOSYS); remote writes
+ *    are bounds-checked by the node that owns the region; out-of-range entries
+ *    count as failed and the batch completes KV_ERANGE;
+ *  - exactly one KVT_EV_DONE per accepted batch: when the peer's ack arrives
+ *    (KV_OK / KV_ERANGE), at the deadline (KV_ETIMEDOUT; deadline 0 = none) or
+ *    when the connection drops first (KV_ECONNRESET); a rejected submit
+ *    (non-zero return) yields none;
+ *  - source bytes are copied into the connection's send ring at submit time,
+ *    so the caller's buffers are never read after submit returns;
+ *  - ctrl messages are ordered per connection; an incoming connection maps
+ *    to a peer id of the receiving endpoint (from the HELLO address), so the
+ *    receiver can answer through the KVT_EV_CTRL event's peer id; connect()
+ *    to the same address returns the same peer id;
+ *  - a lost connection yields one KVT_EV_PEER_DOWN per (ep, peer); the peer
+ *    id stays valid and the next connect/submit/send_ctrl redials.
+ *
+ * KVT_EV_CTRL bytes: kvt_tcp_event_data(t, i, &p) returns the bytes of event
+ * i of the most recent poll() (i < the n it returned). They stay valid until
+ * the next poll() or kvt_tcp_free() on that kvt; a driver copies them right
+ * after poll.
+ *
+ * ops->close(t) and kvt_tcp_free(t) are the same: close every socket and
+ * release all memory, including t itself. Pending batches complete never. */
+#ifndef KVCONN_TRANSPORT_TCP_H
+#define KVCONN_TRANSPORT_TCP_H
+
+#include <stdint.h>
+
+#include "kvconn/env.h"
+#include "kvconn/transport.h"
+
+#define KVT_TCP_EPS_MAX 16u        /* endpoints per kvt */
+#define KVT_TCP_PEERS_MAX 64u      /* peers per endpoint */
+#define KVT_TCP_REGIONS_MAX 16u    /* registered regions per kvt */
+#define KVT_TCP_BATCHES_MAX 1024u  /* in-flight batches per kvt (power of 2) */
+#define KVT_TCP_CONNS_MAX 64u      /* open TCP connections per kvt */
+#define KVT_TCP_POLL_EVENTS_MAX 256u /* events one poll() hands out at most */
+#define KVT_TCP_ENTRY_MAX (1u << 20) /* payload bytes of one WRITE entry */
+#define KVT_TCP_FRAME_MAX (16u + KV_WIRE_MAX) /* length field of a non-WRITE frame */
+#define KVT_TCP_TX_CAP (2u << 20)  /* send ring bytes per connection */
+
+/* Frame types (see tcp.c). */
+enum {
+    KVT_TCP_HELLO = 1,
+    KVT_TCP_CTRL = 2,
+    KVT_TCP_WRITE = 3,
+    KVT_TCP_WRITE_ACK = 4
+};
+#define KVT_TCP_WRITE_HDR 32u /* WRITE payload bytes before the data */
+#define KVT_TCP_ACK_LEN 16u   /* WRITE_ACK payload bytes */
+
+/* bind_host: an IPv4 literal the endpoints listen on and advertise. */
+kv_status kvt_tcp_new(const kv_env *env, const char *bind_host, kvt **out);
+/* NULL-safe; same as t->ops->close(t). */
+void kvt_tcp_free(kvt *t);
+/* Bytes of KVT_EV_CTRL event i of the last poll(); KV_ENOENT if event i was
+ * not a ctrl event of the last poll. */
+kv_status kvt_tcp_event_data(kvt *t, uint32_t i, const uint8_t **out);
+
+#endif
