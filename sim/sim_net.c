@@ -30,6 +30,8 @@
  * sim_net_new; no wall clock; the only randomness is sim_choice_below. */
 #include "sim/sim_net.h"
 
+#include "transport/regions.h"
+
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,12 +56,7 @@ typedef struct sn_ep {
     sn_peer *peer; /* [peers_max] */
 } sn_ep;
 
-typedef struct sn_region {
-    bool used;
-    kvt_region id;
-    uint8_t *base;
-    uint64_t len;
-} sn_region;
+typedef kvt_region_entry sn_region;
 
 typedef struct sn_node {
     sim_net *net;
@@ -131,17 +128,12 @@ static uint64_t sat_mul(uint64_t a, uint64_t b) {
     return a * b;
 }
 static uint64_t now_ns(const sim_net *net) { return kv_now_ns(net->env); }
-static bool range_ok(const sn_region *r, uint64_t off, uint64_t len) {
-    return off <= r->len && len <= r->len - off;
-}
+static bool range_ok(const sn_region *r, uint64_t off, uint64_t len) { return kvt_range_ok(r, off, len); }
 static sn_node *t_node(kvt *t) { return (sn_node *)t->impl; }
 static sn_node *net_node(sim_net *net, uint32_t n) { return n < net->cfg.nodes_max ? &net->node[n] : NULL; }
 
 static sn_region *find_region(sn_node *nd, kvt_region id) {
-    if (id == 0 || id == KVT_NONE) return NULL;
-    for (uint32_t i = 0; i < nd->net->cfg.regions_max; i++)
-        if (nd->reg[i].used && nd->reg[i].id == id) return &nd->reg[i];
-    return NULL;
+    return kvt_region_find(nd->reg, nd->net->cfg.regions_max, id);
 }
 
 static sn_ep *find_ep(sn_node *nd, kvt_ep ep) {
@@ -326,32 +318,18 @@ static void queue_down(sim_net *net, uint32_t node, uint32_t ep, uint32_t peer) 
 static kv_status op_reg(kvt *t, void *base, uint64_t len, kvt_mem_kind kind, kvt_region *out) {
     (void)kind;
     sn_node *nd = t_node(t);
-    if (!base || len == 0 || !out) return KV_EINVAL;
     if (nd->crashed) return KV_ECONNRESET;
-    if (nd->next_region == KVT_NONE) return KV_ENOMEM;
-    for (uint32_t i = 0; i < nd->net->cfg.regions_max; i++) {
-        sn_region *r = &nd->reg[i];
-        if (r->used) continue;
-        *r = (sn_region){.used = true, .id = nd->next_region++, .base = base, .len = len};
-        *out = r->id;
-        return KV_OK;
-    }
-    return KV_ENOMEM;
+    return kvt_region_add(nd->reg, nd->net->cfg.regions_max, &nd->next_region, base, len, out);
 }
 
 static kv_status op_dereg(kvt *t, kvt_region id) {
-    sn_region *r = find_region(t_node(t), id);
-    if (!r) return KV_ENOENT;
-    memset(r, 0, sizeof *r);
-    return KV_OK;
+    sn_node *nd = t_node(t);
+    return kvt_region_remove(nd->reg, nd->net->cfg.regions_max, id);
 }
 
 static kv_status op_export_desc(kvt *t, kvt_region id, kvt_desc *out) {
-    const sn_region *r = find_region(t_node(t), id);
-    if (!out) return KV_EINVAL;
-    if (!r) return KV_ENOENT;
-    *out = (kvt_desc){.region = r->id, .len = r->len};
-    return KV_OK;
+    sn_node *nd = t_node(t);
+    return kvt_region_desc(nd->reg, nd->net->cfg.regions_max, id, out);
 }
 
 static kv_status op_ep_open(kvt *t, uint32_t owner, kvt_ep *out_ep, kvt_addr *out_addr) {

@@ -42,6 +42,7 @@
  *
  * No threads, no blocking calls, every loop bounded. */
 #include "transport/tcp/tcp.h"
+#include "transport/regions.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -69,12 +70,7 @@
 enum { CS_FREE = 0, CS_CONNECTING, CS_OPEN, CS_FAILED };
 enum { B_FREE = 0, B_WAIT, B_DONE };
 
-typedef struct tc_region {
-    bool used;
-    kvt_region id;
-    uint8_t *base;
-    uint64_t len;
-} tc_region;
+typedef kvt_region_entry tc_region;
 
 typedef struct tc_peer {
     kvt_addr addr;
@@ -147,7 +143,7 @@ typedef struct evout {
 /* ---- small helpers ----------------------------------------------------------- */
 
 static tcp *T(kvt *t) { return (tcp *)t->impl; }
-static bool range_ok(const tc_region *r, uint64_t off, uint64_t len) { return off <= r->len && len <= r->len - off; }
+static bool range_ok(const tc_region *r, uint64_t off, uint64_t len) { return kvt_range_ok(r, off, len); }
 static void put32(uint8_t *p, uint32_t v) {
     for (uint32_t i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8u * i));
 }
@@ -159,12 +155,7 @@ static uint32_t get32(const uint8_t *p) {
 }
 static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
 
-static tc_region *find_region(tcp *s, kvt_region id) {
-    if (id == 0 || id == KVT_NONE) return NULL;
-    for (uint32_t i = 0; i < KVT_TCP_REGIONS_MAX; i++)
-        if (s->reg[i].used && s->reg[i].id == id) return &s->reg[i];
-    return NULL;
-}
+static tc_region *find_region(tcp *s, kvt_region id) { return kvt_region_find(s->reg, KVT_TCP_REGIONS_MAX, id); }
 
 static tc_ep *find_ep(tcp *s, kvt_ep ep) { return (ep < s->n_eps && s->ep[ep].open) ? &s->ep[ep] : NULL; }
 
@@ -328,30 +319,13 @@ static kv_status op_reg(kvt *t, void *base, uint64_t len, kvt_mem_kind kind, kvt
     tcp *s = T(t);
     if (!base || len == 0 || !out) return KV_EINVAL;
     if (kind != KVT_MEM_HOST) return KV_ENOSYS;
-    if (s->next_region == KVT_NONE) return KV_ENOMEM;
-    for (uint32_t i = 0; i < KVT_TCP_REGIONS_MAX; i++) {
-        tc_region *r = &s->reg[i];
-        if (r->used) continue;
-        *r = (tc_region){.used = true, .id = s->next_region++, .base = base, .len = len};
-        *out = r->id;
-        return KV_OK;
-    }
-    return KV_ENOMEM;
+    return kvt_region_add(s->reg, KVT_TCP_REGIONS_MAX, &s->next_region, base, len, out);
 }
 
-static kv_status op_dereg(kvt *t, kvt_region id) {
-    tc_region *r = find_region(T(t), id);
-    if (!r) return KV_ENOENT;
-    memset(r, 0, sizeof *r);
-    return KV_OK;
-}
+static kv_status op_dereg(kvt *t, kvt_region id) { return kvt_region_remove(T(t)->reg, KVT_TCP_REGIONS_MAX, id); }
 
 static kv_status op_export_desc(kvt *t, kvt_region id, kvt_desc *out) {
-    const tc_region *r = find_region(T(t), id);
-    if (!out) return KV_EINVAL;
-    if (!r) return KV_ENOENT;
-    *out = (kvt_desc){.region = r->id, .len = r->len};
-    return KV_OK;
+    return kvt_region_desc(T(t)->reg, KVT_TCP_REGIONS_MAX, id, out);
 }
 
 /* ---- transport ops: endpoints ---------------------------------------------------- */
