@@ -95,6 +95,7 @@ static void drop_hash(kv_block_pool *p, uint32_t id) {
     if (h == 0) return;
     uint32_t s = index_find(p, h);
     if (s < p->index_cap && p->index_block[s] == id) index_remove_slot(p, s);
+    if (p->meta[id].on_free) p->n_free_cached--;
     p->meta[id].hash = 0;
 }
 
@@ -109,6 +110,7 @@ static void list_unlink(kv_block_pool *p, uint32_t id) {
     m->prev = m->next = 0;
     m->on_free = 0;
     p->n_free--;
+    if (m->hash) p->n_free_cached--;
 }
 
 static void list_append(kv_block_pool *p, uint32_t id) {
@@ -120,6 +122,7 @@ static void list_append(kv_block_pool *p, uint32_t id) {
     p->tail = id;
     m->on_free = 1;
     p->n_free++;
+    if (m->hash) p->n_free_cached++;
 }
 
 /* ---- lifecycle ----------------------------------------------------------- */
@@ -131,6 +134,8 @@ static void pool_fill(kv_block_pool *p) {
     p->n_free = 0;
     p->head = p->tail = 0;
     p->n_cached_index = 0;
+    p->n_free_cached = 0;
+    memset(p->n_tag, 0, sizeof p->n_tag);
     p->evictions = 0;
     for (uint32_t id = 1; id < p->capacity; id++) list_append(p, id);
 }
@@ -199,6 +204,7 @@ static void take_head(kv_block_pool *p, uint32_t *out) {
     }
     p->meta[id].ref_cnt = 1;
     p->meta[id].tag = KV_BT_OWNED;
+    p->n_tag[KV_BT_OWNED]++;
     *out = id;
 }
 
@@ -229,6 +235,7 @@ static void free_one(kv_block_pool *p, uint32_t id) {
         return;
     }
     if (--m->ref_cnt > 0) return;
+    if (m->tag <= KV_BT_INFLIGHT) p->n_tag[m->tag]--;
     m->tag = KV_BT_OWNED;
     list_append(p, id);
 }
@@ -253,6 +260,7 @@ kv_status kv_pool_touch(kv_block_pool *p, uint32_t id) {
     if (m->ref_cnt == 0) {
         list_unlink(p, id);
         m->tag = KV_BT_OWNED;
+        p->n_tag[KV_BT_OWNED]++;
     }
     m->ref_cnt++;
     return KV_OK;
@@ -287,7 +295,9 @@ void kv_pool_tag(kv_block_pool *p, uint32_t id, kv_block_tag tag) {
                    (unsigned)tag, id);
         return;
     }
+    if (p->meta[id].tag <= KV_BT_INFLIGHT) p->n_tag[p->meta[id].tag]--;
     p->meta[id].tag = (uint8_t)tag;
+    p->n_tag[tag]++;
 }
 
 bool kv_pool_is_held(const kv_block_pool *p, uint32_t id) {
@@ -310,10 +320,20 @@ static void report_add(kv_pool_report *r, const kv_block_meta *m) {
     /* An invalid tag is counted nowhere; kv_pool_check reports it. */
 }
 
-void kv_pool_report_get(const kv_block_pool *p, kv_pool_report *out) {
+/* The accounting by scanning every block (for kv_pool_check). */
+static void report_scan(const kv_block_pool *p, kv_pool_report *out) {
     memset(out, 0, sizeof *out);
     out->capacity = p->capacity ? p->capacity - 1u : 0;
     for (uint32_t id = 1; id < p->capacity; id++) report_add(out, &p->meta[id]);
+}
+
+void kv_pool_report_get(const kv_block_pool *p, kv_pool_report *out) {
+    *out = (kv_pool_report){.capacity = p->capacity ? p->capacity - 1u : 0,
+                            .free = p->n_free - p->n_free_cached,
+                            .cached = p->n_free_cached,
+                            .owned = p->n_tag[KV_BT_OWNED],
+                            .pinned = p->n_tag[KV_BT_PINNED],
+                            .inflight = p->n_tag[KV_BT_INFLIGHT]};
 }
 
 static bool check_fail(const kv_block_pool *p, const char *what, uint32_t id) {
@@ -394,8 +414,10 @@ static bool check_index(const kv_block_pool *p) {
 }
 
 static bool check_report(const kv_block_pool *p) {
-    kv_pool_report r;
-    kv_pool_report_get(p, &r);
+    kv_pool_report r, c;
+    report_scan(p, &r);
+    kv_pool_report_get(p, &c);
+    if (memcmp(&r, &c, sizeof r) != 0) return check_fail(p, "counted accounting differs from a scan", 0);
     uint32_t sum = r.free + r.cached + r.owned + r.pinned + r.inflight;
     if (sum != r.capacity) return check_fail(p, "report does not sum to capacity - 1", 0);
     if (r.free + r.cached != p->n_free) return check_fail(p, "report free differs from n_free", 0);

@@ -63,6 +63,8 @@ typedef struct kv_block_pool {
     uint64_t *index_hash;  /* [index_cap], 0 = empty slot; owned */
     uint32_t *index_block; /* [index_cap]; owned */
     uint32_t n_cached_index; /* entries in the index */
+    uint32_t n_free_cached;  /* free-list blocks that keep a hash (CACHED) */
+    uint32_t n_tag[3];       /* held blocks per kv_block_tag; the report is O(1) */
     uint64_t evictions;    /* cached blocks reused for new content */
 } kv_block_pool;
 
@@ -91,6 +93,8 @@ void kv_pool_cache(kv_block_pool *p, uint32_t id, uint64_t hash);
 /* Sets the accounting tag of a held block. */
 void kv_pool_tag(kv_block_pool *p, uint32_t id, kv_block_tag tag);
 bool kv_pool_is_held(const kv_block_pool *p, uint32_t id);
+/* O(1): from counters kept by every transition. kv_pool_check recounts by
+ * scanning and reports any difference. */
 void kv_pool_report_get(const kv_block_pool *p, kv_pool_report *out);
 /* Full structural check (free list consistent, counts add up, index points
  * at blocks with that hash). Reports INV-CONSERVE and returns false on the

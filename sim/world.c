@@ -373,10 +373,14 @@ static void pump_net(sim_world *w) {
 
 /* ---- checking ------------------------------------------------------------------- */
 
-static void check_engine(sim_world *w, const kv_engine *e) {
+/* INV-CONSERVE from the pools' counters after every event of their owner;
+ * every 64th check, and at quiescence, the full structural check recounts
+ * by scanning (free list, index, counters). */
+static void check_engine(sim_world *w, const kv_engine *e, bool full) {
     for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
         kv_pool_report r;
         kv_pool_report_get(&e->pool[g], &r);
+        if (full || (w->res->armed[KV_INV_CONSERVE] & 63u) == 0) kv_pool_check(&e->pool[g]);
         w->res->armed[KV_INV_CONSERVE]++;
         if (r.free + r.cached + r.owned + r.pinned + r.inflight != r.capacity)
             kv_violate(&w->env, KV_INV_CONSERVE, e->cfg.index, KV_REQ_NONE,
@@ -422,7 +426,7 @@ static void after_event(void *ctx, uint32_t actor, const kv_msg *m) {
     }
     /* Pools change only on their engine's scheduler actor (the owner). */
     for (uint32_t i = 0; i < w->n_eng; i++)
-        if (w->eng[i]->sched_actor == actor) check_engine(w, w->eng[i]);
+        if (w->eng[i]->sched_actor == actor) check_engine(w, w->eng[i], false);
 }
 
 static const char *stall_state(const sim_world *w, uint32_t id, uint32_t *engine) {
@@ -449,6 +453,7 @@ static void check_quiescence(sim_world *w, bool timed_out) {
     }
     for (uint32_t i = 0; i < w->n_eng && !w->res->violated; i++) {
         const kv_engine *e = w->eng[i];
+        check_engine(w, e, true);
         for (uint32_t g = 0; g < e->cfg.n_groups && !w->res->violated; g++) {
             kv_pool_report r;
             kv_pool_report_get(&e->pool[g], &r);
