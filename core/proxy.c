@@ -9,7 +9,9 @@
 
 #include <string.h>
 
-static kv_proxy_req *slot(kv_proxy *p, uint32_t id) { return &p->req[id % KV_PROXY_REQS_MAX]; }
+static kv_proxy_req *slot(kv_proxy *p, uint32_t id) { return &p->req[id % p->reqs_max]; }
+
+const kv_proxy_req *kv_proxy_slot(const kv_proxy *p, uint32_t id) { return &p->req[id % p->reqs_max]; }
 
 static void send_add(kv_proxy *p, kv_proxy_req *q, bool to_p) {
     kv_req_spec s = q->sub.spec;
@@ -45,7 +47,7 @@ static void end_req(kv_proxy *p, kv_proxy_req *q, kv_proxy_outcome o) {
 static void on_submit(kv_proxy *p, const kv_m_proxy_submit *sub) {
     kv_proxy_req *q = slot(p, sub->spec.id);
     if (q->used && q->outcome == KV_OUT_PENDING) {
-        kv_logf(p->env, KV_LOG_WARN, "proxy: request slot %u busy; request %u dropped", sub->spec.id % KV_PROXY_REQS_MAX, sub->spec.id);
+        kv_logf(p->env, KV_LOG_WARN, "proxy: request slot %u busy; request %u dropped", sub->spec.id % p->reqs_max, sub->spec.id);
         return;
     }
     memset(q, 0, sizeof *q);
@@ -104,12 +106,14 @@ static void proxy_handle(void *self, const kv_msg *m) {
     }
 }
 
-kv_status kv_proxy_new(const kv_env *env, kv_rt *rt, uint32_t node, kv_proxy **out) {
+kv_status kv_proxy_new(const kv_env *env, kv_rt *rt, uint32_t node, uint32_t reqs_max, kv_proxy **out) {
+    if (reqs_max == 0 || reqs_max > KV_PROXY_REQS_MAX) return KV_EINVAL;
     kv_proxy *p = kv_alloc(env, sizeof *p);
     if (!p) return KV_ENOMEM;
     p->env = env;
     p->rt = rt;
-    p->req = kv_alloc(env, sizeof(kv_proxy_req) * KV_PROXY_REQS_MAX);
+    p->reqs_max = reqs_max;
+    p->req = kv_alloc(env, sizeof(kv_proxy_req) * reqs_max);
     kv_status st = p->req ? kv_rt_spawn(rt, "proxy", node, proxy_handle, p, 1u << 18, &p->actor) : KV_ENOMEM;
     if (st != KV_OK) {
         kv_proxy_free(p);
@@ -129,6 +133,6 @@ void kv_proxy_free(kv_proxy *p) {
 
 uint32_t kv_proxy_pending(const kv_proxy *p) {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < KV_PROXY_REQS_MAX; i++) n += p->req[i].used && p->req[i].outcome == KV_OUT_PENDING;
+    for (uint32_t i = 0; i < p->reqs_max; i++) n += p->req[i].used && p->req[i].outcome == KV_OUT_PENDING;
     return n;
 }

@@ -11,7 +11,7 @@
 
 #include "core/engine.h"
 
-#define KV_PROXY_REQS_MAX 4096u
+#define KV_PROXY_REQS_MAX 4096u /* largest request table a proxy may have */
 
 typedef struct kv_m_proxy_submit {
     kv_req_spec spec;        /* prompt, decode length, tokens */
@@ -41,11 +41,15 @@ typedef struct kv_proxy {
     uint32_t actor;
     uint32_t engine_actor[KV_ENGINES_MAX]; /* scheduler actor per engine index */
     kvt_addr bootstrap_addr;
-    kv_proxy_req *req;       /* [KV_PROXY_REQS_MAX], owned (env), indexed by id % max */
+    kv_proxy_req *req;       /* [reqs_max], owned (env), indexed by id % reqs_max */
+    uint32_t reqs_max;       /* requests in flight at once */
     uint64_t submitted, ok, errors, aborted;
 } kv_proxy;
 
-kv_status kv_proxy_new(const kv_env *env, kv_rt *rt, uint32_t node, kv_proxy **out);
+/* reqs_max (1..KV_PROXY_REQS_MAX): request slots, indexed by id % reqs_max. */
+kv_status kv_proxy_new(const kv_env *env, kv_rt *rt, uint32_t node, uint32_t reqs_max, kv_proxy **out);
+/* The slot of request id (whatever it holds now). */
+const kv_proxy_req *kv_proxy_slot(const kv_proxy *p, uint32_t id);
 void kv_proxy_free(kv_proxy *p);
 /* Outstanding requests (submitted, not finished everywhere). */
 uint32_t kv_proxy_pending(const kv_proxy *p);

@@ -113,7 +113,7 @@ static void json_end(sim_world *w) {
         fputs("}}", w->json);
     }
     for (uint32_t id = 0; id < w->cfg->n_reqs; id++) { /* request lifecycles, on the proxy's process */
-        const kv_proxy_req *q = &w->proxy->req[id % KV_PROXY_REQS_MAX];
+        const kv_proxy_req *q = kv_proxy_slot(w->proxy, id);
         if (!q->used || q->id != id) continue;
         static const char *const outcome[] = {"pending", "ok", "error", "aborted"};
         uint64_t end = q->outcome ? q->done_ns : sim_rt_now(w->rt);
@@ -218,7 +218,7 @@ static kv_status build(sim_world *w) {
         c->n_faults > SIM_FAULTS_MAX)
         return KV_EINVAL;
     kv_rt *rt = sim_rt_iface(w->rt);
-    kv_status st = kv_proxy_new(&w->env, rt, 0, &w->proxy);
+    kv_status st = kv_proxy_new(&w->env, rt, 0, SIM_REQS_MAX, &w->proxy);
     if (st == KV_OK) st = kv_bootstrap_new(&w->env, rt, 0, &w->boot);
     if (st != KV_OK) return st;
     snprintf(w->proxy->bootstrap_addr.s, sizeof w->proxy->bootstrap_addr.s, "sim-bootstrap:8998");
@@ -444,7 +444,7 @@ static void check_quiescence(sim_world *w, bool timed_out) {
     sim_rt_set_current(w->rt, KV_ACTOR_NONE);
     for (uint32_t id = 0; id < w->cfg->n_reqs && !w->res->violated; id++) {
         w->res->armed[KV_INV_LIVE]++;
-        const kv_proxy_req *q = &w->proxy->req[id % KV_PROXY_REQS_MAX];
+        const kv_proxy_req *q = kv_proxy_slot(w->proxy, id);
         uint32_t eng = UINT32_MAX;
         const char *st = stall_state(w, id, &eng);
         if (eng != UINT32_MAX || (q->used && q->outcome == KV_OUT_PENDING))
@@ -514,7 +514,7 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
     out->trace_hash = w->hash ^ (out->violated ? sim_mix64((uint64_t)out->inv + 1) : 0);
     out->end_ns = sim_rt_now(w->rt);
     for (uint32_t id = 0; id < cfg->n_reqs; id++) {
-        const kv_proxy_req *q = &w->proxy->req[id % KV_PROXY_REQS_MAX];
+        const kv_proxy_req *q = kv_proxy_slot(w->proxy, id);
         if (q->used && q->outcome != KV_OUT_PENDING && q->done_ns > out->last_done_ns) out->last_done_ns = q->done_ns;
     }
     out->requests_ok = w->proxy->ok;
