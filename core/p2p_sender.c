@@ -84,7 +84,8 @@ struct kv_p2p_sender {
     snd_pull pull[SND_PULLS_MAX];
     uint32_t fault_exception, fault_err_req, fault_drop_resp; /* armed counts */
     uint32_t next_timer;   /* timer ids never repeat, even across slot reuse */
-    kv_wire_msg msg;
+    kv_wire_msg msg;       /* scratch: decode and encode */
+    kv_wire_xfer_meta pull_in; /* the pull being handled (msg is reused to respond) */
     kvt_write writes[KVT_BATCH_WRITES_MAX];
     uint8_t buf[KV_WIRE_MAX];
 };
@@ -445,10 +446,8 @@ static void on_event(kv_p2p_sender *s, const kv_msg *m) {
         whole_error(s, ev->peer, 0, "malformed pull request");
         return;
     }
-    kv_wire_xfer_meta *meta = &s->msg.u.meta;
-    static _Thread_local kv_wire_xfer_meta copy; /* msg is reused by respond() */
-    copy = *meta;
-    on_pull(s, ev->peer, &copy);
+    s->pull_in = s->msg.u.meta;
+    on_pull(s, ev->peer, &s->pull_in);
 }
 
 static void on_fault(kv_p2p_sender *s, const kv_m_fault *f) {

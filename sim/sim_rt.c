@@ -22,7 +22,7 @@ typedef struct sim_actor {
 } sim_actor;
 
 #define EV_INLINE_BYTES 48u
-#define PAYLOAD_CLASSES 10u /* 64 B .. 32 KiB */
+#define PAYLOAD_CLASSES 12u /* 64 B .. 128 KiB */
 
 /* Small payloads (timers, most control traffic) live in the event itself;
  * larger ones in the arena, which is rewound whenever the heap empties. */
@@ -59,6 +59,7 @@ struct sim_rt {
     uint64_t messages;
     sim_rt_hook hook;
     void *hook_ctx;
+    uint8_t payload[KV_MSG_PAYLOAD_MAX]; /* the message being handled (kv_msg.payload) */
 };
 
 #define PAIR_NODES (KV_ENGINES_MAX * (KV_TP_MAX + 1) + 8)
@@ -308,7 +309,7 @@ bool sim_rt_run_one(sim_rt *rt) {
     if (!n) return false;
     uint32_t id = rt->runnable_list[sim_choice_below(rt->choice, n)];
     sim_actor *a = &rt->actors[id];
-    static _Thread_local uint8_t payload[KV_MSG_PAYLOAD_MAX];
+    uint8_t *payload = rt->payload;
     mbox_hdr h;
     ring_read(a, a->head, &h, sizeof h);
     if (h.len) ring_read(a, (a->head + (uint32_t)sizeof h) % a->cap, payload, h.len);

@@ -42,6 +42,8 @@ struct sim_world {
     kvt_event net_ev[NET_EVENTS_MAX];
     uint32_t net_off[NET_EVENTS_MAX];
     uint8_t net_buf[1u << 20];
+    uint8_t net_msg[sizeof(kvt_event) + KV_WIRE_MAX]; /* one event + its ctrl bytes, being posted */
+    kv_status net_error;  /* a network event could not be delivered (simulator limit) */
 };
 
 /* ---- env ------------------------------------------------------------------ */
@@ -348,7 +350,7 @@ static void apply_due_items(sim_world *w) {
 /* ---- network ------------------------------------------------------------------- */
 
 static void pump_net(sim_world *w) {
-    static _Thread_local uint8_t msg[sizeof(kvt_event) + KV_WIRE_MAX];
+    uint8_t *msg = w->net_msg;
     kv_status st;
     do {
         uint32_t n = 0;
@@ -362,8 +364,9 @@ static void pump_net(sim_world *w) {
                 memcpy(msg + sizeof *ev, w->net_buf + w->net_off[i], clen);
                 len += clen;
             }
-            if (len > KV_MSG_PAYLOAD_MAX) {
+            if (len > KV_MSG_PAYLOAD_MAX) { /* cannot happen for wire-sized ctrl; never drop silently */
                 kv_logf(&w->env, KV_LOG_ERROR, "world: control message of %u bytes exceeds a mailbox message", len);
+                w->net_error = KV_EFULL;
                 continue;
             }
             kv_rt_post(sim_rt_iface(w->rt), ev->owner, KVT_MSG_EVENT, msg, len);
@@ -481,6 +484,7 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
     w->res = out;
     w->trace = trace;
     w->events = 0;
+    w->net_error = KV_OK;
     w->hash = sim_mix64(cfg->seed);
     sim_choice_init(&w->choice, cfg->choice, cfg->choice_len, cfg->seed);
     sim_rt_reset(w->rt, &w->choice);
@@ -493,7 +497,7 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
     uint64_t last = w->n_items ? item_time(w, w->order[w->n_items - 1]) : 0;
     uint64_t bound = last + cfg->live_bound_ns;
     bool timed_out = false;
-    while (!out->violated && sim_rt_error(w->rt) == KV_OK) {
+    while (!out->violated && sim_rt_error(w->rt) == KV_OK && w->net_error == KV_OK) {
         apply_due_items(w);
         pump_net(w);
         sim_rt_deliver_due(w->rt);
@@ -507,7 +511,7 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
         }
         sim_rt_set_now(w->rt, next);
     }
-    out->sim_error = sim_rt_error(w->rt);
+    out->sim_error = sim_rt_error(w->rt) != KV_OK ? sim_rt_error(w->rt) : w->net_error;
     if (!out->violated && out->sim_error == KV_OK) check_quiescence(w, timed_out);
     json_end(w);
     out->events = w->events;

@@ -10,7 +10,7 @@
 #define KV_ENGINES_MAX 8u         /* engines in one world (P + D) */
 #define KV_POOL_BLOCKS_MAX 4096u  /* blocks in one group's pool */
 #define KV_BLOCK_BYTES_MAX 4096u  /* bytes of KV one block holds on one worker */
-#define KV_MSG_PAYLOAD_MAX 16384u /* largest message payload posted to a mailbox */
+#define KV_MSG_PAYLOAD_MAX 65792u /* largest message payload: a transport event + KV_WIRE_MAX bytes */
 #define KV_WIRE_MAX 65536u        /* largest encoded control message */
 #define KV_PULL_REQS_MAX 32u      /* requests in one D->P pull message */
 #define KV_ERR_MSG_MAX 96u        /* bytes of an ERROR response's message */
