@@ -1,7 +1,7 @@
 # Thin wrapper over CMake presets. `make run` and `make test` are the two
 # commands README.md opens with.
 JOBS ?= $(shell nproc)
-.PHONY: all deps build build-asan build-clang run test clean purity
+.PHONY: all deps build build-asan build-clang build-fuzz build-prod run test clean purity
 
 all: build
 
@@ -20,6 +20,10 @@ build-clang: deps
 	@cmake --preset clang >/dev/null
 	@cmake --build --preset clang -j $(JOBS)
 
+build-fuzz: deps
+	@cmake --preset fuzz >/dev/null
+	@cmake --build --preset fuzz -j $(JOBS)
+
 build-prod: deps
 	@cmake --preset prod >/dev/null
 	@cmake --build --preset prod -j $(JOBS)
@@ -36,6 +40,7 @@ run: build
 	@build/bin/kvsim sweep --seeds 1..2000 --jobs $(JOBS)
 
 # Every suite, in the checked gcc build and the ASan+UBSan clang build, plus
-# the production build (proves bug switches compile out) and the purity gate.
-test: purity build build-asan build-clang build-prod
+# the production build (proves bug switches compile out), the fuzz targets
+# and the purity gate.
+test: purity build build-asan build-clang build-prod build-fuzz
 	@tools/run_tests.sh

@@ -40,12 +40,18 @@ static void gen_requests(sim_choice *c, sim_world_cfg *cfg) {
     uint64_t t = 0;
     for (uint32_t i = 0; i < cfg->n_reqs; i++) {
         t += (uint64_t)sim_choice_below(c, 20) * 500000u;
-        uint32_t prompt = pick(c, 1, cap);
-        uint32_t pl = sim_choice_below(c, 3) ? 0 : pick(c, 0, prompt);
-        cfg->req[i] = (sim_req_plan){.at_ns = t, .p_engine = sim_choice_below(c, cfg->n_p),
-                                     .d_engine = sim_choice_below(c, cfg->n_d), .prompt_len = prompt,
-                                     .max_tokens = pick(c, 1, 24), .prefix_group = sim_choice_below(c, 3),
-                                     .prefix_len = pl, .sequential = (uint8_t)sim_choice_below(c, 2)};
+        /* One draw per statement: the evaluation order of initializers and
+         * of operands is unspecified in C, and compilers differ. */
+        sim_req_plan *q = &cfg->req[i];
+        memset(q, 0, sizeof *q);
+        q->at_ns = t;
+        q->prompt_len = pick(c, 1, cap);
+        q->prefix_len = sim_choice_below(c, 3) ? 0 : pick(c, 0, q->prompt_len);
+        q->p_engine = sim_choice_below(c, cfg->n_p);
+        q->d_engine = sim_choice_below(c, cfg->n_d);
+        q->max_tokens = pick(c, 1, 24);
+        q->prefix_group = sim_choice_below(c, 3);
+        q->sequential = (uint8_t)sim_choice_below(c, 2);
     }
 }
 
@@ -59,15 +65,10 @@ static void gen_faults(sim_choice *c, sim_world_cfg *cfg, uint32_t swarm) {
         uint32_t kind = pick(c, 1, SIM_F_KIND_COUNT);
         if (!((swarm >> kind) & 1u)) continue;
         if (kind == SIM_F_KIND_COUNT) {
-            /* D is told a longer prompt that needs more blocks than P holds;
-             * a longer prompt within P's last block would be a data
-             * mismatch no connector can see (INV-DATA flags it). */
-            sim_req_plan *q = &cfg->req[sim_choice_below(c, cfg->n_reqs)];
-            uint32_t bs = cfg->block_size, pad = (bs - q->prompt_len % bs) % bs;
-            /* no shared prefix: a local hit on D would shorten D's table and
-             * P's "last n blocks" would then land shifted (garbage in) */
-            q->prefix_len = 0;
-            q->d_extra_tokens = pad + 1 + sim_choice_below(c, bs);
+            /* D is told a longer prompt (sim_cfg_searchable makes it cross
+             * a block boundary) */
+            uint32_t r = sim_choice_below(c, cfg->n_reqs); /* one draw per statement */
+            cfg->req[r].d_extra_tokens = pick(c, 1, cfg->block_size);
             continue;
         }
         sim_fault *f = &cfg->fault[cfg->n_faults++];
@@ -108,8 +109,22 @@ uint32_t sim_gen(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg) {
     for (uint32_t k = 1; k <= SIM_F_KIND_COUNT; k++)
         if (sim_choice_below(&c, 2)) swarm |= 1u << k;
     gen_faults(&c, cfg, swarm);
-    /* Failed sends hold P's blocks until the abort timeout, one after the
-     * other on a small pool: the liveness bound grows with the workload. */
-    cfg->live_bound_ns = (cfg->abort_timeout_ns + cfg->recv_timeout_ns) * (cfg->n_reqs + 4u);
+    sim_cfg_searchable(cfg);
     return swarm;
+}
+
+void sim_cfg_searchable(sim_world_cfg *cfg) {
+    if (cfg->abort_timeout_ns > 2000000000ull) cfg->abort_timeout_ns = 2000000000ull;
+    if (cfg->abort_timeout_ns < 10000000ull) cfg->abort_timeout_ns = 10000000ull;
+    if (cfg->recv_timeout_ns <= cfg->abort_timeout_ns)
+        cfg->recv_timeout_ns = cfg->abort_timeout_ns + cfg->abort_timeout_ns / 4;
+    cfg->live_bound_ns = (cfg->abort_timeout_ns + cfg->recv_timeout_ns) * (cfg->n_reqs + 4u);
+    uint32_t bs = cfg->block_size ? cfg->block_size : 1;
+    for (uint32_t i = 0; i < cfg->n_reqs && i < SIM_REQS_MAX; i++) {
+        sim_req_plan *q = &cfg->req[i];
+        if (!q->d_extra_tokens) continue;
+        uint32_t pad = (bs - q->prompt_len % bs) % bs;
+        q->d_extra_tokens = pad + 1 + (q->d_extra_tokens - 1) % bs;
+        q->prefix_len = 0;
+    }
 }

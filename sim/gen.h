@@ -9,6 +9,18 @@
 
 #include "sim/world.h"
 
+/* Makes any scenario fit for automated search (sweeps, fuzzers), so that
+ * every violation found is a finding rather than an artefact of the input:
+ *  - D's receive timeout exceeds P's ready wait (vLLM: 540 s > 480 s); the
+ *    reverse lets P's late WRITE land in blocks D already reused;
+ *  - P's abort timeout is capped at 2 s virtual and the liveness bound grows
+ *    with the workload (failed sends hold P's blocks until expiry, one after
+ *    another on a small pool);
+ *  - a "D is told a longer prompt" fault needs more blocks than P holds and
+ *    no shared prefix: within P's last block, or shortened by a local hit
+ *    on D, no connector can see the mismatch (only INV-DATA does). */
+void sim_cfg_searchable(sim_world_cfg *cfg);
+
 /* Fills cfg from seed; bugs is copied into cfg->bugs. Returns the swarm mask
  * (bit k: fault kind k enabled). */
 uint32_t sim_gen(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg);
