@@ -161,9 +161,9 @@ typedef struct kv_engine {
     kv_engine_stats stats;
 } kv_engine;
 
-/* Builds the engine and its workers, spawns their actors. kvt[r] is the
- * transport of rank r's node (borrowed). The connector halves are made by
- * the connector factory (core/connector_factory.c) from `kind`. */
+/* Builds the engine and its workers, spawns their actors. transports[r] is
+ * the transport of rank r's node (borrowed). `kind` picks the connector
+ * (only P2P exists so far; the store and multi connectors come next). */
 typedef enum kv_conn_kind { KV_CONN_P2P = 1 } kv_conn_kind;
 
 kv_status kv_engine_new(const kv_env *env, kv_rt *rt, const kv_engine_cfg *cfg, kv_conn_kind kind,
