@@ -24,7 +24,6 @@
 
 #define ENG_VIOLATE(e, inv, req, ...) kv_violate((e)->env, (inv), (e)->cfg.index, (req), __VA_ARGS__)
 
-static uint32_t cdiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 static uint32_t r_max(uint32_t a, uint32_t b) { return a > b ? a : b; }
 
 /* ---- request table ---------------------------------------------------- */
@@ -94,7 +93,7 @@ static uint32_t mamba_state(const kv_block_table *t, uint32_t g) {
 
 /* Blocks each group must add so the table covers `upto` tokens. */
 static uint32_t blocks_needed(const kv_engine *e, const kv_sreq *s, uint32_t g, uint32_t upto) {
-    uint32_t want = cdiv(upto, e->cfg.block_size);
+    uint32_t want = kv_cdiv(upto, e->cfg.block_size);
     uint32_t have = s->r.blocks.n[g];
     if (want <= have) return 0;
     if (e->cfg.group[g].kind == KV_GROUP_MAMBA) return mamba_state(&s->r.blocks, g) == KV_NULL_BLOCK ? 1u : 0u;
@@ -103,10 +102,10 @@ static uint32_t blocks_needed(const kv_engine *e, const kv_sreq *s, uint32_t g, 
 
 /* vLLM allocate_slots: all groups or none. */
 static bool alloc_upto(kv_engine *e, kv_sreq *s, uint32_t upto) {
-    if (cdiv(upto, e->cfg.block_size) > KV_REQ_BLOCKS_MAX) return false;
+    if (kv_cdiv(upto, e->cfg.block_size) > KV_REQ_BLOCKS_MAX) return false;
     for (uint32_t g = 0; g < e->cfg.n_groups; g++)
         if (kv_pool_num_free(&e->pool[g]) < blocks_needed(e, s, g, upto)) return false;
-    uint32_t want = cdiv(upto, e->cfg.block_size);
+    uint32_t want = kv_cdiv(upto, e->cfg.block_size);
     for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
         kv_block_table *t = &s->r.blocks;
         uint32_t have = t->n[g];
@@ -153,7 +152,7 @@ static void cache_blocks(kv_engine *e, kv_sreq *s, uint32_t upto) {
 }
 
 static uint32_t sw_blocks(const kv_engine *e, uint32_t g) {
-    return e->cfg.group[g].kind == KV_GROUP_SLIDING ? cdiv(e->cfg.group[g].window, e->cfg.block_size) + 1 : 0;
+    return e->cfg.group[g].kind == KV_GROUP_SLIDING ? kv_sw_blocks(e->cfg.group[g].window, e->cfg.block_size) : 0;
 }
 
 /* Is position pos of group g needed for a hit of k blocks? */

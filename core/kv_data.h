@@ -21,6 +21,13 @@ typedef struct kv_tokens {
 } kv_tokens;
 
 uint64_t kv_mix64(uint64_t x);
+/* ceil(a / b), b > 0. */
+static inline uint32_t kv_cdiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+/* Blocks a sliding-window group keeps for a transfer (vLLM's
+ * blocks_per_sw: cdiv(window, block_size) + 1). */
+static inline uint32_t kv_sw_blocks(uint32_t window, uint32_t block_size) {
+    return kv_cdiv(window, block_size) + 1;
+}
 uint32_t kv_token(const kv_tokens *t, uint32_t i);
 /* Prefix-cache hash of full block `pos` given the parent block's hash
  * (0 for the first block). Never returns 0. */

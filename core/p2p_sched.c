@@ -28,8 +28,6 @@ typedef struct p2p_sched {
     uint32_t blocks_per_sw[KV_GROUPS_MAX];
 } p2p_sched;
 
-static uint32_t cdiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
-
 static bool is_mamba_model(const kv_engine *e) {
     for (uint32_t g = 0; g < e->cfg.n_groups; g++)
         if (e->cfg.group[g].kind == KV_GROUP_MAMBA) return true;
@@ -165,7 +163,7 @@ kv_status kv_p2p_sched_new(kv_engine *e, kv_conn_sched *out) {
     c->owner = (kv_owner){.actor = e->sched_actor, .what = "p2p scheduler state"};
     for (uint32_t g = 0; g < e->cfg.n_groups; g++)
         c->blocks_per_sw[g] = e->cfg.group[g].kind == KV_GROUP_SLIDING
-                                  ? cdiv(e->cfg.group[g].window, e->cfg.block_size) + 1
+                                  ? kv_sw_blocks(e->cfg.group[g].window, e->cfg.block_size)
                                   : 0;
     *out = (kv_conn_sched){.ops = &p2p_sched_ops, .self = c};
     return KV_OK;

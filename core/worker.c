@@ -9,8 +9,6 @@
 
 #include "core/p2p.h"
 
-static uint32_t cdiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
-
 /* Forward pass: rewrite every block the step's tokens touched. */
 static void forward(kv_worker *w, const kv_step *st) {
     uint32_t bs = w->cfg.block_size;
@@ -18,7 +16,7 @@ static void forward(kv_worker *w, const kv_step *st) {
         const kv_step_req *q = &st->req[i];
         uint32_t end = q->computed_before + q->num_scheduled;
         if (!q->num_scheduled) continue;
-        uint32_t first = q->computed_before / bs, last = cdiv(end, bs);
+        uint32_t first = q->computed_before / bs, last = kv_cdiv(end, bs);
         for (uint32_t g = 0; g < w->cfg.n_groups; g++) {
             bool mamba = w->cfg.group[g].kind == KV_GROUP_MAMBA;
             for (uint32_t pos = mamba ? last - 1 : first; pos < last && pos < q->blocks.n[g]; pos++) {

@@ -1,12 +1,9 @@
 /* sim/choice.c — choice stream: scenario bytes first, then xoshiro256**. */
 #include "sim/choice.h"
 
-uint64_t sim_mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
+#include "core/kv_data.h"
+
+uint64_t sim_mix64(uint64_t x) { return kv_mix64(x); } /* one mixer for core and sim */
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
