@@ -157,6 +157,15 @@ const char *kv_msg_kind_name(uint32_t kind) {
         [KV_M_P2P_SEND_DONE] = "P2P_SEND_DONE",
         [KV_M_FAULT] = "FAULT",
         [KV_M_WAKE] = "WAKE",
+        [KV_M_STORE_LOOKUP] = "STORE_LOOKUP",
+        [KV_M_STORE_LOOKUP_REPLY] = "STORE_LOOKUP_REPLY",
+        [KV_M_STORE_LOOKUP_TIMEOUT] = "STORE_LOOKUP_TIMEOUT",
+        [KV_M_STORE_SAVE] = "STORE_SAVE",
+        [KV_M_STORE_SAVE_DONE] = "STORE_SAVE_DONE",
+        [KV_M_STORE_SAVE_TIMEOUT] = "STORE_SAVE_TIMEOUT",
+        [KV_M_STORE_LOAD] = "STORE_LOAD",
+        [KV_M_STORE_LOAD_DONE] = "STORE_LOAD_DONE",
+        [KV_M_STORE_LOAD_TIMEOUT] = "STORE_LOAD_TIMEOUT",
     };
     if (kind == KVT_MSG_EVENT) return "TRANSPORT_EVENT";
     if (kind < sizeof names / sizeof names[0] && names[kind]) return names[kind];

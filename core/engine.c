@@ -18,7 +18,6 @@
 #include <stdio.h> /* snprintf only */
 #include <string.h>
 
-#include "core/p2p.h"
 #include "core/request.h"
 #include "core/worker.h"
 
@@ -291,6 +290,10 @@ static void remote_kv_ready(kv_engine *e, kv_sreq *s) {
         uint32_t c = got < n ? got : n;
         if (c == n && c > 0) c--;
         s->r.num_computed = c;
+        /* sliding-window blocks outside the window were not loaded (the
+         * transfer and the store keep only the window): free them before
+         * anything is cached, so no prefix hit ever sees their bytes */
+        remove_skipped(e, s);
         cache_blocks(e, s, c);
     }
     set_status(e, s, s->r.num_preemptions ? KV_RS_PREEMPTED : KV_RS_WAITING);
@@ -324,7 +327,7 @@ static bool admit_new(kv_engine *e, kv_sreq *s, uint32_t budget, kv_match *m) {
     /* A remote load allocates the whole prompt, so D's table has P's length
      * (P sends its last n blocks; vLLM's N-1 rule for mamba models would
      * leave D one block short and shift every block by one position). */
-    uint32_t upto = m->load_async ? r_max(hit + m->ext, s->r.prompt_len)
+    uint32_t upto = m->load_async ? (m->alloc_prompt ? r_max(hit + m->ext, s->r.prompt_len) : hit + m->ext)
                                   : hit + m->ext + (n - hit - m->ext < budget ? n - hit - m->ext : budget);
     if (upto > n) upto = n;
     if (k) take_prefix_hit(e, s, k);
@@ -353,7 +356,8 @@ static void schedule_waiting(kv_engine *e, kv_sched_output *so, uint32_t *budget
         list_remove(e->waiting, &e->n_waiting, slot);
         bool remote = s->r.status == KV_RS_WAITING_FOR_REMOTE_KVS;
         bool ready = remote && kv_id_list_has(&e->finished_recving_kv, s->r.id);
-        if ((remote && !ready) || (blocked && !remote)) {
+        bool holds = remote || kv_blocks_any(&s->r.blocks); /* loaded KV, waiting for the rest */
+        if ((remote && !ready) || (blocked && !holds)) {
             skipped[n_skipped++] = slot;
             continue;
         }
@@ -361,7 +365,7 @@ static void schedule_waiting(kv_engine *e, kv_sched_output *so, uint32_t *budget
         kv_match m = {.ready = true};
         bool fresh = s->r.num_computed == 0 && s->r.status == KV_RS_WAITING;
         if (fresh && !admit_new(e, s, *budget, &m)) {
-            blocked = true;
+            blocked = blocked || m.ready; /* "not ready yet" (vLLM's None) skips, a full pool blocks */
             skipped[n_skipped++] = slot;
             continue;
         }
@@ -405,6 +409,26 @@ static void arm_tick(kv_engine *e, uint64_t delay_ns) {
     kv_rt_post_at(e->rt, e->sched_actor, kv_now_ns(e->env) + delay_ns, KV_M_TICK, NULL, 0);
 }
 
+/* Nothing runs, nothing is in flight, and waiting requests that hold
+ * loaded KV cannot grow while a blocked head waits for their blocks: the
+ * youngest holder gives its blocks back and will recompute (a deliberate
+ * rule of this model; vLLM's loop would wait forever). True if it did. */
+static bool release_a_holder(kv_engine *e) {
+    if (e->n_running) return false;
+    for (uint32_t i = 0; i < e->n_waiting; i++)
+        if (e->req[e->waiting[i]].r.status == KV_RS_WAITING_FOR_REMOTE_KVS) return false;
+    for (uint32_t i = e->n_waiting; i-- > 1;) {
+        kv_sreq *s = &e->req[e->waiting[i]];
+        if (!kv_blocks_any(&s->r.blocks)) continue;
+        free_blocks(e, s);
+        s->r.num_computed = 0;
+        s->local_hit = 0;
+        e->stats.recomputes++;
+        return true;
+    }
+    return false;
+}
+
 static void sched_step(kv_engine *e) {
     kv_sched_output so;
     memset(&so, 0, sizeof so);
@@ -413,6 +437,7 @@ static void sched_step(kv_engine *e) {
     uint32_t budget = e->cfg.max_batched_tokens;
     schedule_running(e, &so, &budget);
     schedule_waiting(e, &so, &budget);
+    if (!e->step.n_reqs && release_a_holder(e)) schedule_waiting(e, &so, &budget);
     fill_step_blocks(e);
     so.finished_reqs = e->finished_since_step;
     so.preempted_reqs = e->preempted_since_step;
@@ -627,7 +652,14 @@ static void sched_handle(void *self, const kv_msg *m) {
         if (e->busy) e->wake_pending = true;
         else arm_tick(e, 0);
         break;
-    default: kv_logf(e->env, KV_LOG_WARN, "engine %u: unexpected message %u", e->cfg.index, m->kind);
+    default:
+        if (e->conn.ops->on_message) {
+            e->conn.ops->on_message(e->conn.self, m);
+            if (e->busy) e->wake_pending = true;
+            else arm_tick(e, 0);
+            break;
+        }
+        kv_logf(e->env, KV_LOG_WARN, "engine %u: unexpected message %u", e->cfg.index, m->kind);
     }
 }
 
@@ -649,7 +681,9 @@ kv_status kv_engine_new(const kv_env *env, kv_rt *rt, const kv_engine_cfg *cfg, 
     e->owner = (kv_owner){.actor = e->sched_actor, .what = "engine scheduler"};
     for (uint32_t g = 0; g < cfg->n_groups && st == KV_OK; g++)
         st = kv_pool_init(&e->pool[g], env, e->sched_actor, cfg->index, g, cfg->pool_blocks + 1);
-    if (st == KV_OK) st = kv_p2p_sched_new(e, &e->conn);
+    e->conn_kind = kind;
+    if (st == KV_OK && kv_conn_kind_has_store(kind) && !cfg->store_addr.s[0]) st = KV_EINVAL;
+    if (st == KV_OK) st = kv_conn_sched_new(e, kind, &e->conn);
     for (uint32_t r = 0; r < cfg->tp && st == KV_OK; r++)
         st = kv_worker_new(e, r, transports[r], kind, &e->worker[r]);
     if (st != KV_OK) {
@@ -663,7 +697,7 @@ kv_status kv_engine_new(const kv_env *env, kv_rt *rt, const kv_engine_cfg *cfg, 
 void kv_engine_free(kv_engine *e) {
     if (!e) return;
     for (uint32_t r = 0; r < KV_TP_MAX; r++) kv_worker_free(e->worker[r]);
-    if (e->conn.ops) kv_p2p_sched_free(e, &e->conn);
+    kv_conn_sched_free(e, &e->conn);
     for (uint32_t g = 0; g < KV_GROUPS_MAX; g++)
         if (e->pool[g].meta) kv_pool_deinit(&e->pool[g]);
     kv_release(e->env, e);
@@ -680,9 +714,9 @@ void kv_engine_pool_report(const kv_engine *e, uint32_t group, kv_pool_report *o
 }
 
 uint32_t kv_engine_conn_state(const kv_engine *e) {
-    uint32_t n = kv_p2p_sched_state(&e->conn);
+    uint32_t n = kv_conn_sched_state(&e->conn);
     for (uint32_t r = 0; r < e->cfg.tp; r++)
-        if (e->worker[r]) n += kv_p2p_worker_state(&e->worker[r]->conn);
+        if (e->worker[r]) n += kv_conn_worker_state(&e->worker[r]->conn);
     return n;
 }
 

@@ -59,6 +59,21 @@ typedef enum kv_phase {
 } kv_phase;
 const char *kv_phase_name(kv_phase p);
 
+/* Connector configurations (core/connector.c builds them). */
+typedef enum kv_conn_kind {
+    KV_CONN_P2P = 1,             /* MooncakeConnector */
+    KV_CONN_STORE = 2,           /* MooncakeStoreConnector */
+    KV_CONN_MULTI_P2P_STORE = 3, /* MultiConnector(p2p, store) */
+    KV_CONN_MULTI_STORE_P2P = 4, /* MultiConnector(store, p2p) */
+    KV_CONN_KIND_COUNT
+} kv_conn_kind;
+/* "p2p", "store", "multi(p2p,store)", "multi(store,p2p)"; "?" otherwise. */
+const char *kv_conn_kind_name(uint32_t kind);
+/* The inverse; 0 if unknown. */
+uint32_t kv_conn_kind_parse(const char *name);
+/* Does this configuration use the store (needs a store address)? */
+bool kv_conn_kind_has_store(uint32_t kind);
+
 typedef struct kv_engine_cfg {
     uint32_t index;           /* engine index in the world */
     uint32_t node;            /* node of the scheduler; rank r runs on node + 1 + r */
@@ -81,6 +96,7 @@ typedef struct kv_engine_cfg {
     uint32_t bugs;            /* kv_bug mask */
     uint32_t proxy_actor;     /* request completions go here */
     uint32_t bootstrap_actor;
+    kvt_addr store_addr;      /* the KV store's endpoint (store connector) */
 } kv_engine_cfg;
 
 /* One scheduled request in the frozen step, as the workers see it. */
@@ -129,6 +145,7 @@ typedef struct kv_sreq {
 typedef struct kv_engine_stats {
     uint64_t steps, preemptions, aborts, finished, errors, recomputes, prefix_hit_tokens;
     uint64_t finished_recving, finished_sending, load_errors;
+    uint64_t rejected_loads;  /* MultiConnector: a child's hit not chosen */
 } kv_engine_stats;
 
 typedef struct kv_worker kv_worker;
@@ -150,6 +167,7 @@ typedef struct kv_engine {
     kv_id_list failed_recving_kv;    /* failed_recving_kv_req_ids */
     kv_id_list finished_since_step;  /* finished_req_ids for the next step */
     kv_id_list preempted_since_step;
+    kv_conn_kind conn_kind;
     kv_conn_sched conn;              /* the connector's scheduler half */
     kv_step step;                    /* frozen while busy */
     bool busy;                       /* a step is in flight */
@@ -161,11 +179,21 @@ typedef struct kv_engine {
     kv_engine_stats stats;
 } kv_engine;
 
-/* Builds the engine and its workers, spawns their actors. transports[r] is
- * the transport of rank r's node (borrowed). `kind` picks the connector
- * (only P2P exists so far; the store and multi connectors come next). */
-typedef enum kv_conn_kind { KV_CONN_P2P = 1 } kv_conn_kind;
+/* Factory (core/connector.c): either half of any configuration. */
+kv_status kv_conn_sched_new(kv_engine *e, kv_conn_kind kind, kv_conn_sched *out);
+void kv_conn_sched_free(kv_engine *e, kv_conn_sched *c);
+uint32_t kv_conn_sched_state(const kv_conn_sched *c);
+kv_status kv_conn_worker_new(kv_worker *w, kv_conn_kind kind, kv_conn_worker *out);
+void kv_conn_worker_free(kv_worker *w, kv_conn_worker *c);
+uint32_t kv_conn_worker_state(const kv_conn_worker *c);
+/* The P2P sender (P) or receiver (D) actor inside a worker half, or
+ * KV_ACTOR_NONE when the configuration has no P2P connector. */
+uint32_t kv_conn_worker_p2p_actor(const kv_conn_worker *c);
+/* Which connector's actors send a message kind: "p2p", "store" or "". */
+const char *kv_msg_family(uint32_t kind);
 
+/* Builds the engine and its workers, spawns their actors. transports[r] is
+ * the transport of rank r's node (borrowed). */
 kv_status kv_engine_new(const kv_env *env, kv_rt *rt, const kv_engine_cfg *cfg, kv_conn_kind kind,
                         kvt *const *transports, kv_engine **out);
 void kv_engine_free(kv_engine *e);

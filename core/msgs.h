@@ -47,6 +47,16 @@ enum kv_msg_kind {
     KV_M_FAULT,
     /* worker main -> engine scheduler: the connector has news; step again */
     KV_M_WAKE,
+    /* store connector (core/store.h) */
+    KV_M_STORE_LOOKUP,       /* scheduler -> lookup actor (rank 0) */
+    KV_M_STORE_LOOKUP_REPLY, /* lookup actor -> scheduler */
+    KV_M_STORE_LOOKUP_TIMEOUT,
+    KV_M_STORE_SAVE,         /* worker main -> send actor: one save job */
+    KV_M_STORE_SAVE_DONE,    /* send actor -> worker main: pin released */
+    KV_M_STORE_SAVE_TIMEOUT,
+    KV_M_STORE_LOAD,         /* worker main -> receive actor: one load job */
+    KV_M_STORE_LOAD_DONE,    /* receive actor -> worker main */
+    KV_M_STORE_LOAD_TIMEOUT,
 };
 
 /* "ADD_REQ", "P2P_RECV_DONE", "TRANSPORT_EVENT"...; never NULL. */
@@ -82,6 +92,10 @@ typedef enum kv_fault_kind {
     KV_F_SENDER_ERR_REQ,       /* next response lists its requests in err_reqs */
     KV_F_SENDER_DROP_RESP,     /* next response is lost (D times out) */
     KV_F_BOOT_DOWN,            /* bootstrap answers "unknown" for arg ms */
+    KV_F_STORE_PUT_FAIL,       /* the store fails the next arg+1 puts */
+    KV_F_STORE_GET_FAIL,       /* the store fails the next arg+1 gets */
+    KV_F_STORE_EVICT,          /* the store drops its arg+1 oldest keys */
+    KV_F_STORE_PRESSURE,       /* the next arg+1 puts find no room (NO_AVAILABLE_HANDLE) */
 } kv_fault_kind;
 
 typedef struct kv_m_fault {

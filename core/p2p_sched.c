@@ -60,6 +60,7 @@ static kv_status gnmt(void *self, const kv_req *r, uint32_t num_computed, kv_mat
     if (n > num_computed) {
         out->ext = n - num_computed;
         out->load_async = true;
+        out->alloc_prompt = true;
     }
     return KV_OK;
 }
@@ -140,7 +141,7 @@ static void request_finished(void *self, kv_req *r, const kv_block_table *blocks
     sw_clip(c, blocks, 0, &s->blocks, s->first_pos);
 }
 
-static void update_output(void *self, const kv_conn_output *o) {
+static void update_output(void *self, kv_conn_output *o) {
     (void)self;
     (void)o;
 }

@@ -455,7 +455,11 @@ static void on_fault(kv_p2p_sender *s, const kv_m_fault *f) {
     case KV_F_SENDER_EXCEPTION: s->fault_exception++; break;
     case KV_F_SENDER_ERR_REQ: s->fault_err_req++; break;
     case KV_F_SENDER_DROP_RESP: s->fault_drop_resp++; break;
-    case KV_F_BOOT_DOWN: break;
+    case KV_F_BOOT_DOWN:
+    case KV_F_STORE_PUT_FAIL:
+    case KV_F_STORE_GET_FAIL:
+    case KV_F_STORE_EVICT:
+    case KV_F_STORE_PRESSURE: break;
     }
 }
 

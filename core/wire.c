@@ -28,6 +28,16 @@
  *               u8 n_addr, n_addr x str addr, where n_addr is fixed by the
  *               type: BOOT_REG 1, BOOT_QUERY 0, BOOT_REPLY tp_size
  *               (tp_size <= KV_TP_MAX).
+ *   STORE_EXIST       u32 seq, u16 n (<= KV_STORE_KEYS_MAX), n x key
+ *   STORE_EXIST_REPLY u32 seq, u16 n (<= KV_STORE_KEYS_MAX), n x u8 flag (0/1)
+ *   STORE_PUT         u32 seq, u32 block_bytes, u16 n (<= KV_STORE_BATCH_MAX),
+ *                     n x key, n x block_bytes bytes
+ *   STORE_PUT_REPLY   u32 seq, i32 status
+ *   STORE_GET         u32 seq, u32 block_bytes, u16 n (<= KV_STORE_BATCH_MAX), n x key
+ *   STORE_GET_REPLY   u32 seq, i32 status, u32 block_bytes, u16 n, n x u8 flag,
+ *                     then block_bytes bytes per found key
+ *   key               u64 hash, u32 heads
+ *   (block_bytes is 1..KV_STORE_BLOCK_BYTES_MAX wherever it is carried)
  *
  * Decode rejects, with KV_EPROTO: a short header, wrong magic, unknown type,
  * payload_len != len - 8, any count over its bound, any read past the end,
@@ -140,6 +150,67 @@ static kv_status w_boot(wcur *w, uint32_t type, const kv_wire_boot *b) {
     return KV_OK;
 }
 
+static kv_status w_keys(wcur *w, const kv_wire_store *m, uint32_t max) {
+    if (m->n > max) return KV_EINVAL;
+    w_u16(w, m->n);
+    for (uint32_t i = 0; i < m->n; i++) {
+        w_u64(w, m->key[i].hash);
+        w_u32(w, m->key[i].heads);
+    }
+    return KV_OK;
+}
+
+static bool store_bytes_ok(uint32_t b) { return b >= 1 && b <= KV_STORE_BLOCK_BYTES_MAX; }
+
+static kv_status w_flags(wcur *w, const kv_wire_store *m, uint32_t *found) {
+    if (m->n > KV_STORE_KEYS_MAX) return KV_EINVAL;
+    w_u16(w, m->n);
+    *found = 0;
+    for (uint32_t i = 0; i < m->n; i++) {
+        if (m->flag[i] > 1) return KV_EINVAL;
+        *found += m->flag[i];
+        w_u8(w, m->flag[i]);
+    }
+    return KV_OK;
+}
+
+static void w_bytes(wcur *w, const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++) w_u8(w, p[i]);
+}
+
+static kv_status w_store(wcur *w, uint32_t type, const kv_wire_store *m) {
+    uint32_t found = 0;
+    w_u32(w, m->seq);
+    switch ((kv_wire_type)type) {
+    case KV_WIRE_STORE_EXIST: return w_keys(w, m, KV_STORE_KEYS_MAX);
+    case KV_WIRE_STORE_EXIST_REPLY: return w_flags(w, m, &found);
+    case KV_WIRE_STORE_PUT:
+        if (!store_bytes_ok(m->block_bytes)) return KV_EINVAL;
+        w_u32(w, m->block_bytes);
+        if (w_keys(w, m, KV_STORE_BATCH_MAX) != KV_OK) return KV_EINVAL;
+        w_bytes(w, m->data, (size_t)m->n * m->block_bytes);
+        return KV_OK;
+    case KV_WIRE_STORE_PUT_REPLY: w_u32(w, (uint32_t)m->status); return KV_OK;
+    case KV_WIRE_STORE_GET:
+        if (!store_bytes_ok(m->block_bytes)) return KV_EINVAL;
+        w_u32(w, m->block_bytes);
+        return w_keys(w, m, KV_STORE_BATCH_MAX);
+    case KV_WIRE_STORE_GET_REPLY:
+        if (!store_bytes_ok(m->block_bytes) || m->n > KV_STORE_BATCH_MAX) return KV_EINVAL;
+        w_u32(w, (uint32_t)m->status);
+        w_u32(w, m->block_bytes);
+        if (w_flags(w, m, &found) != KV_OK) return KV_EINVAL;
+        w_bytes(w, m->data, (size_t)found * m->block_bytes);
+        return KV_OK;
+    case KV_WIRE_XFER_META:
+    case KV_WIRE_XFER_RESP:
+    case KV_WIRE_BOOT_REG:
+    case KV_WIRE_BOOT_QUERY:
+    case KV_WIRE_BOOT_REPLY: break;
+    }
+    return KV_EINVAL;
+}
+
 static kv_status w_payload(wcur *w, const kv_wire_msg *m) {
     switch (m->type) {
     case KV_WIRE_XFER_META: return w_meta(w, &m->u.meta);
@@ -147,6 +218,12 @@ static kv_status w_payload(wcur *w, const kv_wire_msg *m) {
     case KV_WIRE_BOOT_REG:
     case KV_WIRE_BOOT_QUERY:
     case KV_WIRE_BOOT_REPLY: return w_boot(w, m->type, &m->u.boot);
+    case KV_WIRE_STORE_EXIST:
+    case KV_WIRE_STORE_EXIST_REPLY:
+    case KV_WIRE_STORE_PUT:
+    case KV_WIRE_STORE_PUT_REPLY:
+    case KV_WIRE_STORE_GET:
+    case KV_WIRE_STORE_GET_REPLY: return w_store(w, m->type, &m->u.store);
     default: return KV_EINVAL;
     }
 }
@@ -274,7 +351,67 @@ static void r_boot(rcur *r, uint32_t type, kv_wire_boot *b) {
     for (uint32_t i = 0; i < want && !r->bad; i++) r_str(r, b->addr[i].s, sizeof b->addr[i].s);
 }
 
-static bool known_type(uint32_t t) { return t >= KV_WIRE_XFER_META && t <= KV_WIRE_BOOT_REPLY; }
+static void r_keys(rcur *r, kv_wire_store *m, uint32_t max) {
+    m->n = r_count(r, 2, max);
+    for (uint32_t i = 0; i < m->n && !r->bad; i++) {
+        m->key[i].hash = r_u64(r);
+        m->key[i].heads = r_u32(r);
+    }
+}
+
+static uint32_t r_flags(rcur *r, kv_wire_store *m, uint32_t max) {
+    uint32_t found = 0;
+    m->n = r_count(r, 2, max);
+    for (uint32_t i = 0; i < m->n && !r->bad; i++) {
+        m->flag[i] = (uint8_t)r_u8(r);
+        if (m->flag[i] > 1) r->bad = true;
+        found += m->flag[i];
+    }
+    return found;
+}
+
+static void r_block_bytes(rcur *r, kv_wire_store *m) {
+    m->block_bytes = r_u32(r);
+    if (!store_bytes_ok(m->block_bytes)) r->bad = true;
+}
+
+static void r_bytes(rcur *r, uint8_t *dst, size_t n) {
+    const uint8_t *q = r_take(r, n);
+    if (q) memcpy(dst, q, n);
+}
+
+static void r_store(rcur *r, uint32_t type, kv_wire_store *m) {
+    m->seq = r_u32(r);
+    switch ((kv_wire_type)type) {
+    case KV_WIRE_STORE_EXIST: r_keys(r, m, KV_STORE_KEYS_MAX); return;
+    case KV_WIRE_STORE_EXIST_REPLY: (void)r_flags(r, m, KV_STORE_KEYS_MAX); return;
+    case KV_WIRE_STORE_PUT:
+        r_block_bytes(r, m);
+        r_keys(r, m, KV_STORE_BATCH_MAX);
+        if (!r->bad) r_bytes(r, m->data, (size_t)m->n * m->block_bytes);
+        return;
+    case KV_WIRE_STORE_PUT_REPLY: m->status = (int32_t)r_u32(r); return;
+    case KV_WIRE_STORE_GET:
+        r_block_bytes(r, m);
+        r_keys(r, m, KV_STORE_BATCH_MAX);
+        return;
+    case KV_WIRE_STORE_GET_REPLY: {
+        m->status = (int32_t)r_u32(r);
+        r_block_bytes(r, m);
+        uint32_t found = r_flags(r, m, KV_STORE_BATCH_MAX);
+        if (!r->bad) r_bytes(r, m->data, (size_t)found * m->block_bytes);
+        return;
+    }
+    case KV_WIRE_XFER_META:
+    case KV_WIRE_XFER_RESP:
+    case KV_WIRE_BOOT_REG:
+    case KV_WIRE_BOOT_QUERY:
+    case KV_WIRE_BOOT_REPLY: break;
+    }
+    r->bad = true;
+}
+
+static bool known_type(uint32_t t) { return t >= KV_WIRE_XFER_META && t <= KV_WIRE_STORE_GET_REPLY; }
 
 /* Checks the header; KV_OK when the payload may be parsed. */
 static kv_status r_header(const uint8_t *buf, size_t len, uint32_t *out_type) {
@@ -294,6 +431,12 @@ static void r_payload(rcur *r, kv_wire_msg *out) {
     case KV_WIRE_BOOT_REG:
     case KV_WIRE_BOOT_QUERY:
     case KV_WIRE_BOOT_REPLY: r_boot(r, out->type, &out->u.boot); break;
+    case KV_WIRE_STORE_EXIST:
+    case KV_WIRE_STORE_EXIST_REPLY:
+    case KV_WIRE_STORE_PUT:
+    case KV_WIRE_STORE_PUT_REPLY:
+    case KV_WIRE_STORE_GET:
+    case KV_WIRE_STORE_GET_REPLY: r_store(r, out->type, &out->u.store); break;
     default: r->bad = true; break;
     }
 }

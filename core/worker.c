@@ -7,7 +7,6 @@
 #include <stdio.h> /* snprintf only */
 #include <string.h>
 
-#include "core/p2p.h"
 
 /* Forward pass: rewrite every block the step's tokens touched. */
 static void forward(kv_worker *w, const kv_step *st) {
@@ -84,7 +83,8 @@ kv_status kv_worker_new(kv_engine *e, uint32_t rank, kvt *t, kv_conn_kind kind, 
         w->kv[g] = kv_alloc(e->env, bytes);
         st = w->kv[g] ? kvt_reg(t, w->kv[g], bytes, KVT_MEM_HOST, &w->region[g]) : KV_ENOMEM;
     }
-    if (st == KV_OK && kind == KV_CONN_P2P) st = kv_p2p_worker_new(w, &w->conn);
+    w->store_lookup_actor = KV_ACTOR_NONE;
+    if (st == KV_OK) st = kv_conn_worker_new(w, kind, &w->conn);
     if (st != KV_OK) {
         kv_worker_free(w);
         return st;
@@ -95,7 +95,7 @@ kv_status kv_worker_new(kv_engine *e, uint32_t rank, kvt *t, kv_conn_kind kind, 
 
 void kv_worker_free(kv_worker *w) {
     if (!w) return;
-    if (w->conn.ops) kv_p2p_worker_free(w, &w->conn);
+    kv_conn_worker_free(w, &w->conn);
     for (uint32_t g = 0; g < KV_GROUPS_MAX; g++) kv_release(w->env, w->kv[g]);
     kv_release(w->env, w);
 }

@@ -29,6 +29,10 @@ struct kv_worker {
     kv_conn_worker conn;         /* the connector's worker half */
     kv_m_step_result result;     /* this step's reply, built in place */
     uint64_t verified_blocks;    /* blocks checked against INV-DATA */
+    uint32_t store_lookup_actor; /* rank 0 with a store connector: its lookup actor
+                                  * (set at construction, then immutable) */
+    uint64_t store_saves, store_loads; /* jobs issued */
+    uint64_t store_checks;       /* INV-SAVE checks made (non-vacuity) */
 };
 
 kv_status kv_worker_new(kv_engine *e, uint32_t rank, kvt *t, kv_conn_kind kind, kv_worker **out);

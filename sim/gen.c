@@ -29,6 +29,15 @@ static void gen_topology(sim_choice *c, sim_world_cfg *cfg) {
     cfg->pool_blocks_d = sim_choice_below(c, 2) ? pick(c, 24, 48) : pick(c, 128, 512);
     cfg->policy = (uint8_t)sim_choice_below(c, 2);
     cfg->prefix_caching = sim_choice_below(c, 2);
+    /* connector configurations: p2p, store-only, Multi(p2p, store),
+     * Multi(store, p2p); now and then P and D differ */
+    static const uint8_t conns[10] = {KV_CONN_P2P, KV_CONN_P2P, KV_CONN_P2P, KV_CONN_STORE, KV_CONN_STORE,
+                                      KV_CONN_MULTI_P2P_STORE, KV_CONN_MULTI_P2P_STORE, KV_CONN_MULTI_P2P_STORE,
+                                      KV_CONN_MULTI_STORE_P2P, KV_CONN_MULTI_STORE_P2P};
+    cfg->conn_p = conns[sim_choice_below(c, 10)];
+    cfg->conn_d = cfg->conn_p;
+    if (sim_choice_below(c, 8) == 0) cfg->conn_d = conns[sim_choice_below(c, 10)];
+    cfg->store_capacity = sim_choice_below(c, 4) ? pick(c, 256, 2048) : pick(c, 16, 96);
 }
 
 static void gen_requests(sim_choice *c, sim_world_cfg *cfg) {
@@ -88,6 +97,10 @@ static void gen_faults(sim_choice *c, sim_world_cfg *cfg, uint32_t swarm) {
             f->arg = sim_choice_below(c, cfg->n_d);
             break;
         case SIM_F_NET_DELAY: f->arg = pick(c, 1, 50); break;
+        case SIM_F_STORE_PUT_FAIL:
+        case SIM_F_STORE_GET_FAIL:
+        case SIM_F_STORE_PRESSURE: f->arg = pick(c, 0, 3); break;
+        case SIM_F_STORE_EVICT: f->arg = pick(c, 1, 200); break;
         case SIM_F_SENDER_EXCEPTION:
         case SIM_F_SENDER_ERR_REQ:
         case SIM_F_SENDER_DROP_RESP:

@@ -32,6 +32,8 @@
 #define WINDOW_DEFAULT 64u
 #define POOL_MIN 8u
 #define POOL_MAX 1024u
+#define STORE_MIN 16u
+#define STORE_MAX 4096u
 #define PROMPT_MAX 512u
 #define MAX_TOKENS_MAX 64u
 #define PREFIX_GROUPS 8u
@@ -45,6 +47,7 @@ _Static_assert(2u * SIDE_MAX <= KV_ENGINES_MAX, "n_p + n_d always fits");
 _Static_assert(SIM_REQS_MAX <= U16_MAX && SIM_FAULTS_MAX <= 255u, "counts fit their fields");
 
 static const uint8_t magic[4] = {'K', 'V', 'S', (uint8_t)SIM_SCENARIO_VERSION};
+static const uint8_t magic_v1[4] = {'K', 'V', 'S', 1};
 static const uint32_t tp_set[3] = {1, 2, 4};
 static const uint32_t block_set[4] = {4, 8, 16, 32};
 
@@ -79,6 +82,9 @@ static void clamp_topology(sim_world_cfg *c) {
     c->recv_timeout_ns = fit_u64(c->recv_timeout_ns, TIMEOUT_MIN, TIMEOUT_MAX);
     c->live_bound_ns = fit_u64(c->live_bound_ns, LIVE_MIN, TIMEOUT_MAX);
     c->bugs &= BUGS_MASK;
+    c->conn_p = (uint8_t)fit_u32(c->conn_p, 1, KV_CONN_KIND_COUNT - 1u);
+    c->conn_d = (uint8_t)fit_u32(c->conn_d, 1, KV_CONN_KIND_COUNT - 1u);
+    c->store_capacity = fit_u32(c->store_capacity, STORE_MIN, STORE_MAX);
 }
 
 static void clamp_groups(sim_world_cfg *c) {
@@ -166,7 +172,8 @@ static bool head_equal(const sim_world_cfg *a, const sim_world_cfg *b) {
            a->policy == b->policy && a->prefix_caching == b->prefix_caching &&
            a->abort_timeout_ns == b->abort_timeout_ns && a->recv_timeout_ns == b->recv_timeout_ns &&
            a->bugs == b->bugs && a->n_reqs == b->n_reqs && a->n_faults == b->n_faults &&
-           a->choice_len == b->choice_len && a->live_bound_ns == b->live_bound_ns;
+           a->choice_len == b->choice_len && a->live_bound_ns == b->live_bound_ns && a->conn_p == b->conn_p &&
+           a->conn_d == b->conn_d && a->store_capacity == b->store_capacity;
 }
 
 bool sim_scenario_equal(const sim_scenario *a, const sim_scenario *b) {
@@ -216,7 +223,7 @@ static uint32_t rd_u8(rd *r, uint32_t def) { return (uint32_t)rd_uint(r, 1, def)
 static uint32_t rd_u16(rd *r, uint32_t def) { return (uint32_t)rd_uint(r, 2, def); }
 static uint64_t rd_u64(rd *r, uint64_t def) { return rd_uint(r, 8, def); }
 
-static void rd_fixed(rd *r, sim_world_cfg *c) {
+static void rd_fixed(rd *r, sim_world_cfg *c, bool v1) {
     c->seed = rd_u64(r, c->seed);
     c->n_p = rd_u8(r, c->n_p);
     c->n_d = rd_u8(r, c->n_d);
@@ -236,6 +243,10 @@ static void rd_fixed(rd *r, sim_world_cfg *c) {
     c->recv_timeout_ns = rd_u64(r, c->recv_timeout_ns);
     c->live_bound_ns = rd_u64(r, c->live_bound_ns);
     c->bugs = rd_u8(r, c->bugs);
+    if (v1) return;
+    c->conn_p = (uint8_t)rd_u8(r, c->conn_p);
+    c->conn_d = (uint8_t)rd_u8(r, c->conn_d);
+    c->store_capacity = rd_u16(r, c->store_capacity);
 }
 
 static void rd_req(rd *r, sim_req_plan *q) {
@@ -269,8 +280,9 @@ static void rd_lists(rd *r, sim_world_cfg *c) {
 void sim_scenario_from_bytes(const uint8_t *buf, size_t len, sim_scenario *out) {
     sim_scenario_init(out);
     rd r = {.p = buf, .len = buf ? len : 0, .pos = 0};
-    if (r.len >= sizeof magic && memcmp(buf, magic, sizeof magic) == 0) r.pos = sizeof magic;
-    rd_fixed(&r, &out->cfg);
+    bool v1 = r.len >= sizeof magic_v1 && memcmp(buf, magic_v1, sizeof magic_v1) == 0;
+    if (v1 || (r.len >= sizeof magic && memcmp(buf, magic, sizeof magic) == 0)) r.pos = sizeof magic;
+    rd_fixed(&r, &out->cfg, v1);
     rd_lists(&r, &out->cfg);
     size_t n = r.len - r.pos;
     if (n > SIM_CHOICE_MAX) n = SIM_CHOICE_MAX;
@@ -312,6 +324,9 @@ static void wr_fixed(wr *w, const sim_world_cfg *c) {
     wr_uint(w, c->recv_timeout_ns, 8);
     wr_uint(w, c->live_bound_ns, 8);
     wr_uint(w, c->bugs, 1);
+    wr_uint(w, c->conn_p, 1);
+    wr_uint(w, c->conn_d, 1);
+    wr_uint(w, c->store_capacity, 2);
 }
 
 static void wr_req(wr *w, const sim_req_plan *q) {
@@ -379,9 +394,12 @@ static const char *group_kind_name(uint32_t v) {
 
 static void tw_head(tw *w, const sim_world_cfg *c) {
     tw_printf(w, "kvs %u\nseed %llu\n", SIM_SCENARIO_VERSION, (unsigned long long)c->seed);
-    tw_printf(w, "topology p=%u d=%u tp_p=%u tp_d=%u block=%u pool_p=%u pool_d=%u policy=%s prefix_cache=%u\n",
+    tw_printf(w,
+              "topology p=%u d=%u tp_p=%u tp_d=%u block=%u pool_p=%u pool_d=%u policy=%s prefix_cache=%u conn_p=%s "
+              "conn_d=%s store=%u\n",
               c->n_p, c->n_d, c->tp_p, c->tp_d, c->block_size, c->pool_blocks_p, c->pool_blocks_d,
-              policy_name(c->policy), c->prefix_caching ? 1u : 0u);
+              policy_name(c->policy), c->prefix_caching ? 1u : 0u, kv_conn_kind_name(c->conn_p),
+              kv_conn_kind_name(c->conn_d), c->store_capacity);
     for (uint32_t g = 0; g < c->n_groups; g++) {
         if (c->group[g].kind == KV_GROUP_SLIDING) tw_printf(w, "group sliding window=%u\n", c->group[g].window);
         else tw_printf(w, "group %s\n", group_kind_name(c->group[g].kind));
@@ -582,8 +600,8 @@ static kv_status d_kvs(pctx *c, const tok *d) {
     c->seen_kvs = true;
     if (!next_token(c, &t)) return fail(c, KV_EINVAL, d->col, "expected version after 'kvs'");
     if (parse_u64(t.s, t.len, &v) != 0) return fail(c, KV_EINVAL, t.col, "expected integer after 'kvs'");
-    if (v != SIM_SCENARIO_VERSION)
-        return fail(c, KV_EVERSION, t.col, "scenario format version %llu is not supported (this build reads %u)",
+    if (v < 1 || v > SIM_SCENARIO_VERSION)
+        return fail(c, KV_EVERSION, t.col, "scenario format version %llu is not supported (this build reads 1..%u)",
                     (unsigned long long)v, SIM_SCENARIO_VERSION);
     return no_more_tokens(c, "kvs");
 }
@@ -599,7 +617,9 @@ static kv_status d_seed(pctx *c, const tok *d) {
     return no_more_tokens(c, "seed");
 }
 
-enum { T_P, T_D, T_TP_P, T_TP_D, T_BLOCK, T_POOL_P, T_POOL_D, T_POLICY, T_PREFIX, T_N };
+static const char *conn_name(uint32_t v) { return kv_conn_kind_name(v); }
+
+enum { T_P, T_D, T_TP_P, T_TP_D, T_BLOCK, T_POOL_P, T_POOL_D, T_POLICY, T_PREFIX, T_CONN_P, T_CONN_D, T_STORE, T_N };
 static const keydef topology_keys[T_N] = {
     [T_P] = {"p", 1, SIDE_MAX, 0, NULL, NULL},
     [T_D] = {"d", 1, SIDE_MAX, 0, NULL, NULL},
@@ -610,6 +630,9 @@ static const keydef topology_keys[T_N] = {
     [T_POOL_D] = {"pool_d", POOL_MIN, POOL_MAX, 0, NULL, NULL},
     [T_POLICY] = {"policy", KV_POLICY_FAIL, KV_POLICY_RECOMPUTE, 0, "policy", policy_name},
     [T_PREFIX] = {"prefix_cache", 0, 1, 0, NULL, NULL},
+    [T_CONN_P] = {"conn_p", 1, KV_CONN_KIND_COUNT - 1u, 0, "connector", conn_name},
+    [T_CONN_D] = {"conn_d", 1, KV_CONN_KIND_COUNT - 1u, 0, "connector", conn_name},
+    [T_STORE] = {"store", STORE_MIN, STORE_MAX, 0, NULL, NULL},
 };
 
 static kv_status d_topology(pctx *c, const tok *d) {
@@ -619,7 +642,8 @@ static kv_status d_topology(pctx *c, const tok *d) {
     c->seen_topology = true;
     kvals kv = {.v = {[T_P] = w->n_p, [T_D] = w->n_d, [T_TP_P] = w->tp_p, [T_TP_D] = w->tp_d,
                       [T_BLOCK] = w->block_size, [T_POOL_P] = w->pool_blocks_p, [T_POOL_D] = w->pool_blocks_d,
-                      [T_POLICY] = w->policy, [T_PREFIX] = w->prefix_caching ? 1u : 0u}};
+                      [T_POLICY] = w->policy, [T_PREFIX] = w->prefix_caching ? 1u : 0u, [T_CONN_P] = w->conn_p,
+                      [T_CONN_D] = w->conn_d, [T_STORE] = w->store_capacity}};
     kv_status st = parse_keys(c, "topology", topology_keys, T_N, &kv);
     if (st != KV_OK) return st;
     w->n_p = (uint32_t)kv.v[T_P];
@@ -631,6 +655,9 @@ static kv_status d_topology(pctx *c, const tok *d) {
     w->pool_blocks_d = (uint32_t)kv.v[T_POOL_D];
     w->policy = (uint8_t)kv.v[T_POLICY];
     w->prefix_caching = kv.v[T_PREFIX] != 0;
+    w->conn_p = (uint8_t)kv.v[T_CONN_P];
+    w->conn_d = (uint8_t)kv.v[T_CONN_D];
+    w->store_capacity = (uint32_t)kv.v[T_STORE];
     return KV_OK;
 }
 

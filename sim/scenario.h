@@ -18,6 +18,7 @@
  *   n_groups 1..5          group[0] FULL; others FULL, SLIDING or MAMBA
  *   sliding window 1..1024 (window is 0 for FULL and MAMBA)
  *   pool_blocks_p/d 8..1024  policy fail|recompute   prefix_caching 0/1
+ *   conn_p, conn_d 1..4 (kv_conn_kind)   store_capacity 16..4096 keys
  *   abort/recv timeout 1 ms..600 s   live_bound 1 s..600 s
  *   bugs: subset of the five kv_bug bits (mask 0x1f)
  *   n_reqs 0..SIM_REQS_MAX, each request:
@@ -33,10 +34,13 @@
  * given order.
  *
  * Binary layout (all integers little-endian):
- *   [magic]  4 bytes "KVS" 0x01 (SIM_SCENARIO_VERSION). Optional: an input
+ *   [magic]  4 bytes "KVS" 0x02 (SIM_SCENARIO_VERSION). Optional: an input
  *            that starts with exactly these 4 bytes has its fields from
- *            offset 4; any other input has its fields from offset 0.
- *   fixed part (60 bytes):
+ *            offset 4; any other input has its fields from offset 0. An
+ *            input starting "KVS" 0x01 is a version 1 scenario (fields from
+ *            offset 4, the fixed part without the version 2 fields: every
+ *            engine p2p, the default store), so old artifacts still decode.
+ *   fixed part (64 bytes):
  *     u64 seed
  *     u8 n_p, u8 n_d, u8 tp_p, u8 tp_d, u8 block_size
  *     u16 pool_blocks_p, u16 pool_blocks_d
@@ -44,6 +48,7 @@
  *     5 x { u8 kind, u16 window }           (all KV_GROUPS_MAX entries)
  *     u64 abort_timeout_ns, u64 recv_timeout_ns, u64 live_bound_ns
  *     u8 bugs
+ *     (version 2) u8 conn_p, u8 conn_d, u16 store_capacity
  *   u16 n_reqs, then n_reqs x 18 bytes:
  *     u64 at_ns, u8 p_engine, u8 d_engine, u16 prompt_len, u8 max_tokens,
  *     u8 prefix_group, u16 prefix_len, u8 sequential, u8 d_extra_tokens
@@ -71,13 +76,13 @@
 #include "kvconn/status.h"
 #include "sim/world.h"
 
-#define SIM_SCENARIO_VERSION 1u
+#define SIM_SCENARIO_VERSION 2u
 #define SIM_CHOICE_MAX 4096u
 /* Largest file sim_scenario_load reads. */
 #define SIM_SCENARIO_FILE_MAX (1u << 20)
 /* Enough for to_text / to_bytes of any clamped scenario. */
 #define SIM_SCENARIO_TEXT_MAX 65536u
-#define SIM_SCENARIO_FIXED_BYTES 60u
+#define SIM_SCENARIO_FIXED_BYTES 64u
 #define SIM_SCENARIO_REQ_BYTES 18u
 #define SIM_SCENARIO_FAULT_BYTES 13u
 #define SIM_SCENARIO_BYTES_MAX                                                                  \
@@ -121,6 +126,7 @@ typedef struct sim_parse_error {
  *   kvs 1                                   # must be the first directive
  *   seed 42
  *   topology p=1 d=2 tp_p=2 tp_d=1 block=16 pool_p=96 pool_d=96 policy=fail prefix_cache=1
+ *            conn_p=multi(p2p,store) conn_d=multi(p2p,store) store=1024   (same line)
  *   group full                              # the first group line replaces
  *   group sliding window=64                 # the default single full group
  *   group mamba
@@ -140,7 +146,10 @@ typedef struct sim_parse_error {
  * plain unsigned decimal. Values out of range are errors, never clamped.
  * Fault kinds are sim_fault_name's names, bugs kv_bug_name's.
  *
- * Errors: KV_EVERSION for a version other than SIM_SCENARIO_VERSION,
+ * Version 1 files (no conn_p/conn_d/store keys) are read as they were
+ * meant: every engine p2p. The writer always writes SIM_SCENARIO_VERSION.
+ *
+ * Errors: KV_EVERSION for a version other than 1..SIM_SCENARIO_VERSION,
  * KV_EINVAL for anything else; *err names file_name (or "<input>"), the
  * line and the column of the offending token (of the offending bug name or
  * hex digit inside a token), and what was wrong. On error *out holds the

@@ -19,7 +19,7 @@
 #include "kvconn/actor.h"
 #include "sim/choice.h"
 
-#define SIM_ACTORS_MAX 128u
+#define SIM_ACTORS_MAX 192u
 
 typedef struct sim_rt_cfg {
     uint32_t events_max;      /* heap entries */

@@ -10,12 +10,15 @@
 #include "core/bootstrap.h"
 #include "core/p2p.h"
 #include "core/proxy.h"
+#include "core/store.h"
 #include "core/worker.h"
 #include "sim/sim_net.h"
 #include "sim/sim_rt.h"
+#include "sim/sim_store.h"
 
 #define ARENA_BYTES (192u << 20)
 #define NODE_OF_ENGINE(i) (1u + (i) * (KV_TP_MAX + 1u))
+#define STORE_NODE NODE_OF_ENGINE(KV_ENGINES_MAX)
 #define NET_EVENTS_MAX 256u
 
 struct sim_world {
@@ -29,6 +32,7 @@ struct sim_world {
     const sim_world_cfg *cfg;
     kv_proxy *proxy;
     kv_bootstrap *boot;
+    sim_store *store;    /* NULL when no engine uses the store */
     kv_engine *eng[KV_ENGINES_MAX];
     uint32_t n_eng;
     sim_result *res;
@@ -161,7 +165,7 @@ kv_status sim_world_new(sim_world **out) {
     w->penv.release = p_release;
     sim_choice_init(&w->choice, NULL, 0, 1);
     sim_rt_cfg rc = {.events_max = 1u << 16, .arena_bytes = 16u << 20, .lat_min_ns = 20000, .lat_max_ns = 200000};
-    sim_net_cfg nc = {.nodes_max = NODE_OF_ENGINE(KV_ENGINES_MAX), .eps_max = 8, .regions_max = KV_GROUPS_MAX + 2,
+    sim_net_cfg nc = {.nodes_max = STORE_NODE + 1u, .eps_max = 8, .regions_max = KV_GROUPS_MAX + 2,
                       .packets_max = 4096, .ctrl_bytes_max = 8u << 20, .lat_min_ns = 10000,
                       .lat_max_ns = 100000, .ns_per_kib = 100};
     if (!w->arena || sim_rt_new(&w->penv, &rc, &w->choice, &w->rt) != KV_OK ||
@@ -196,6 +200,8 @@ void sim_world_cfg_default(sim_world_cfg *c) {
     c->abort_timeout_ns = 2000000000ull;  /* 2 s virtual (480 s in vLLM, scaled) */
     c->recv_timeout_ns = 2500000000ull;   /* 2.5 s virtual (540 s in vLLM, scaled) */
     c->live_bound_ns = 20000000000ull;    /* 20 s virtual */
+    c->conn_p = c->conn_d = KV_CONN_P2P;
+    c->store_capacity = 1024;
 }
 
 static kv_engine_cfg engine_cfg(const sim_world *w, uint32_t i) {
@@ -211,6 +217,7 @@ static kv_engine_cfg engine_cfg(const sim_world *w, uint32_t i) {
         .recv_timeout_ns = c->recv_timeout_ns, .bugs = c->bugs,
         .proxy_actor = w->proxy->actor, .bootstrap_actor = w->boot->actor};
     memcpy(e.group, c->group, sizeof e.group);
+    if (w->store) e.store_addr = *sim_store_addr(w->store);
     return e;
 }
 
@@ -224,12 +231,17 @@ static kv_status build(sim_world *w) {
     if (st == KV_OK) st = kv_bootstrap_new(&w->env, rt, 0, &w->boot);
     if (st != KV_OK) return st;
     snprintf(w->proxy->bootstrap_addr.s, sizeof w->proxy->bootstrap_addr.s, "sim-bootstrap:8998");
+    w->store = NULL;
+    if (kv_conn_kind_has_store(c->conn_p) || kv_conn_kind_has_store(c->conn_d))
+        st = sim_store_new(&w->env, rt, sim_net_node(w->net, STORE_NODE), STORE_NODE, c->store_capacity, &w->store);
+    if (st != KV_OK) return st;
     w->n_eng = c->n_p + c->n_d;
     for (uint32_t i = 0; i < w->n_eng && st == KV_OK; i++) {
         kv_engine_cfg ec = engine_cfg(w, i);
         kvt *t[KV_TP_MAX];
         for (uint32_t r = 0; r < ec.tp; r++) t[r] = sim_net_node(w->net, ec.node + 1 + r);
-        st = kv_engine_new(&w->env, rt, &ec, KV_CONN_P2P, t, &w->eng[i]);
+        kv_conn_kind kind = (kv_conn_kind)(ec.role == KV_ROLE_PRODUCER ? c->conn_p : c->conn_d);
+        st = kv_engine_new(&w->env, rt, &ec, kind, t, &w->eng[i]);
         if (st == KV_OK) w->proxy->engine_actor[i] = w->eng[i]->sched_actor;
     }
     return st;
@@ -272,8 +284,15 @@ static void count_abort_phases(sim_world *w, uint32_t id) {
 static void post_fault_to_senders(sim_world *w, uint32_t p, uint32_t kind) {
     kv_engine *e = w->eng[p % w->cfg->n_p];
     kv_m_fault f = {.kind = kind};
-    for (uint32_t r = 0; r < e->cfg.tp; r++)
-        kv_rt_post(sim_rt_iface(w->rt), kv_p2p_worker_actor(&e->worker[r]->conn), KV_M_FAULT, &f, sizeof f);
+    for (uint32_t r = 0; r < e->cfg.tp; r++) {
+        uint32_t a = kv_conn_worker_p2p_actor(&e->worker[r]->conn);
+        if (a != KV_ACTOR_NONE) kv_rt_post(sim_rt_iface(w->rt), a, KV_M_FAULT, &f, sizeof f);
+    }
+}
+
+static void post_fault_to_store(sim_world *w, uint32_t kind, uint32_t arg) {
+    kv_m_fault f = {.kind = kind, .arg = arg};
+    if (w->store) kv_rt_post(sim_rt_iface(w->rt), sim_store_actor(w->store), KV_M_FAULT, &f, sizeof f);
 }
 
 static void apply_fault(sim_world *w, const sim_fault *f) {
@@ -310,6 +329,10 @@ static void apply_fault(sim_world *w, const sim_fault *f) {
         break;
     }
     case SIM_F_NET_DELAY: sim_net_fault_delay(w->net, (uint64_t)f->arg * 1000000u, 50000000u); break;
+    case SIM_F_STORE_PUT_FAIL: post_fault_to_store(w, KV_F_STORE_PUT_FAIL, f->arg % 8u); break;
+    case SIM_F_STORE_GET_FAIL: post_fault_to_store(w, KV_F_STORE_GET_FAIL, f->arg % 8u); break;
+    case SIM_F_STORE_EVICT: post_fault_to_store(w, KV_F_STORE_EVICT, f->arg % 256u); break;
+    case SIM_F_STORE_PRESSURE: post_fault_to_store(w, KV_F_STORE_PRESSURE, f->arg % 8u); break;
     case SIM_F_KIND_COUNT: break;
     }
     if (f->kind < SIM_F_KIND_COUNT && phase < KV_PH_COUNT) w->res->fault_phase[f->kind][phase]++;
@@ -407,6 +430,12 @@ static const char *event_detail(const kv_msg *m) {
     case KV_M_P2P_RECV_DONE: id = ((const kv_m_recv_done *)m->payload)->d_req; break;
     case KV_M_P2P_SEND_RECORD: id = ((const kv_p2p_send *)m->payload)->p_req; break;
     case KV_M_P2P_SEND_DONE: id = ((const kv_m_send_done *)m->payload)->p_req; break;
+    case KV_M_STORE_LOOKUP: id = ((const kv_m_store_lookup *)m->payload)->id; break;
+    case KV_M_STORE_LOOKUP_REPLY: id = ((const kv_m_store_lookup_reply *)m->payload)->id; break;
+    case KV_M_STORE_SAVE: id = ((const kv_m_store_save *)m->payload)->id; break;
+    case KV_M_STORE_SAVE_DONE: id = ((const kv_m_store_save_done *)m->payload)->id; break;
+    case KV_M_STORE_LOAD: id = ((const kv_m_store_load *)m->payload)->id; break;
+    case KV_M_STORE_LOAD_DONE: id = ((const kv_m_store_load_done *)m->payload)->id; break;
     default: return "";
     }
     snprintf(buf, sizeof buf, "  req %u", id);
@@ -527,8 +556,16 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
     for (uint32_t i = 0; i < w->n_eng; i++) {
         out->armed[KV_INV_STRAY] += w->eng[i]->stats.finished_recving + w->eng[i]->stats.finished_sending;
         out->armed[KV_INV_SCHED_ASSERT] += w->eng[i]->stats.finished_recving;
-        for (uint32_t r = 0; r < w->eng[i]->cfg.tp; r++) out->armed[KV_INV_DATA] += w->eng[i]->worker[r]->verified_blocks;
+        out->rejected_loads += w->eng[i]->stats.rejected_loads;
+        for (uint32_t r = 0; r < w->eng[i]->cfg.tp; r++) {
+            const kv_worker *wk = w->eng[i]->worker[r];
+            out->armed[KV_INV_DATA] += wk->verified_blocks;
+            out->armed[KV_INV_SAVE] += wk->store_checks;
+            out->store_saves += wk->store_saves;
+            out->store_loads += wk->store_loads;
+        }
     }
+    if (w->store) out->store = *sim_store_get_stats(w->store);
     if (w->arena_used > w->arena_peak) w->arena_peak = w->arena_used;
     return KV_OK;
 }
@@ -558,7 +595,9 @@ const char *sim_fault_name(uint32_t kind) {
         [SIM_F_ABORT] = "abort",           [SIM_F_SENDER_EXCEPTION] = "sender_exception",
         [SIM_F_SENDER_ERR_REQ] = "err_reqs", [SIM_F_SENDER_DROP_RESP] = "drop_response",
         [SIM_F_BOOT_DOWN] = "bootstrap_down", [SIM_F_TE_ERROR] = "te_error",
-        [SIM_F_NET_RESET] = "net_reset",   [SIM_F_NET_DELAY] = "net_delay"};
+        [SIM_F_NET_RESET] = "net_reset",   [SIM_F_NET_DELAY] = "net_delay",
+        [SIM_F_STORE_PUT_FAIL] = "store_put_fail", [SIM_F_STORE_GET_FAIL] = "store_get_fail",
+        [SIM_F_STORE_EVICT] = "store_evict", [SIM_F_STORE_PRESSURE] = "store_pressure"};
     return kind < SIM_F_KIND_COUNT && names[kind] ? names[kind] : "?";
 }
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "core/engine.h"
+#include "sim/sim_store.h"
 
 #define SIM_REQS_MAX 256u
 #define SIM_FAULTS_MAX 64u
@@ -35,6 +36,10 @@ typedef enum sim_fault_kind {
     SIM_F_TE_ERROR,           /* target: P engine: next batch fails (TE nonzero) */
     SIM_F_NET_RESET,          /* target: P engine, arg: D engine */
     SIM_F_NET_DELAY,          /* arg: extra ms for 50 ms */
+    SIM_F_STORE_PUT_FAIL,     /* arg+1 puts fail */
+    SIM_F_STORE_GET_FAIL,     /* arg+1 gets fail (every key of them) */
+    SIM_F_STORE_EVICT,        /* the store drops its arg+1 oldest keys (missing keys) */
+    SIM_F_STORE_PRESSURE,     /* arg+1 puts find no room (NO_AVAILABLE_HANDLE) */
     SIM_F_KIND_COUNT
 } sim_fault_kind;
 const char *sim_fault_name(uint32_t kind);
@@ -58,6 +63,8 @@ typedef struct sim_world_cfg {
     bool prefix_caching;
     uint64_t abort_timeout_ns, recv_timeout_ns;
     uint32_t bugs;            /* kv_bug mask */
+    uint8_t conn_p, conn_d;   /* kv_conn_kind of the P and of the D engines */
+    uint32_t store_capacity;  /* keys the KV store holds (when a connector uses it) */
     uint32_t n_reqs;
     sim_req_plan req[SIM_REQS_MAX];
     uint32_t n_faults;
@@ -84,6 +91,9 @@ typedef struct sim_result {
     uint64_t last_done_ns;    /* virtual time the last request ended */
     uint64_t armed[KV_INV_COUNT];
     uint64_t requests_ok, requests_error, requests_aborted;
+    uint64_t rejected_loads;  /* MultiConnector hits not chosen (rejected speculative loads) */
+    uint64_t store_saves, store_loads; /* store jobs the workers issued */
+    sim_store_stats store;    /* the KV store's counters (zero without a store) */
     uint64_t fault_phase[SIM_F_KIND_COUNT][KV_PH_COUNT]; /* coverage: fault kind x phase */
     kv_status sim_error;      /* a simulator resource ran out (not a core bug) */
 } sim_result;

@@ -117,10 +117,10 @@ Test(scenario, default_round_trip) {
     check_fixed_points(&sa, "default");
     size_t tl;
     to_text(&sa, text_a, &tl);
-    cr_assert(strncmp(text_a, "kvs 1\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
-                              "policy=fail prefix_cache=0\ngroup full\n",
-                      strlen("kvs 1\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
-                             "policy=fail prefix_cache=0\ngroup full\n")) == 0,
+    cr_assert(strncmp(text_a, "kvs 2\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
+                              "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024\ngroup full\n",
+                      strlen("kvs 2\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
+                             "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024\ngroup full\n")) == 0,
               "default text:\n%s", text_a);
     /* The empty input decodes to the defaults. */
     sim_scenario_from_bytes(NULL, 0, &sb);
@@ -203,9 +203,11 @@ static const err_case err_cases[] = {
     {"kvs 1\nreq at=\n", KV_EINVAL, 2, 5, "expected integer after 'at='"},
     {"kvs 1\nreq at=-1\n", KV_EINVAL, 2, 5, "expected integer after 'at='"},
     {"kvs 1\nreq at=99999999999999999999\n", KV_EINVAL, 2, 5, "does not fit in 64 bits"},
-    {"seed 1\nkvs 1\n", KV_EINVAL, 1, 1, "expected 'kvs 1' as the first directive, got 'seed'"},
-    {"", KV_EINVAL, 1, 1, "missing 'kvs 1' header"},
-    {"# only a comment\n\n", KV_EINVAL, 1, 1, "missing 'kvs 1' header"},
+    {"seed 1\nkvs 1\n", KV_EINVAL, 1, 1, "expected 'kvs 2' as the first directive, got 'seed'"},
+    {"", KV_EINVAL, 1, 1, "missing 'kvs 2' header"},
+    {"# only a comment\n\n", KV_EINVAL, 1, 1, "missing 'kvs 2' header"},
+    {"kvs 2\ntopology conn_p=multi(p2p,nixl)\n", KV_EINVAL, 2, 10, "unknown connector 'multi(p2p,nixl)'"},
+    {"kvs 2\ntopology store=8\n", KV_EINVAL, 2, 10, "store=8 out of range 16..4096"},
     {"kvs\n", KV_EINVAL, 1, 1, "expected version after 'kvs'"},
     {"kvs one\n", KV_EINVAL, 1, 5, "expected integer after 'kvs'"},
     {"kvs 1 2\n", KV_EINVAL, 1, 7, "unexpected token '2' after kvs"},
@@ -250,7 +252,7 @@ static const err_case err_cases[] = {
     {"kvs 1\ngroup full\ngroup mamba\ngroup mamba\ngroup mamba\ngroup mamba\ngroup mamba\n", KV_EINVAL, 7, 1,
      "too many group directives (max 5)"},
     {"kvs 1\nfault kind=abort target=65536\n", KV_EINVAL, 2, 18, "target=65536 out of range 0..65535"},
-    {"kvs 2\n", KV_EVERSION, 1, 5, "scenario format version 2 is not supported (this build reads 1)"},
+    {"kvs 3\n", KV_EVERSION, 1, 5, "scenario format version 3 is not supported (this build reads 1..2)"},
 };
 
 static void expect_error(const char *text, size_t len, kv_status want, uint32_t line, uint32_t col, const char *msg) {
@@ -306,7 +308,7 @@ Test(scenario, count_limits) {
 
 Test(scenario, wrong_version) {
     const char *t = "# header comment\n\n   kvs 7 \nseed 3\n";
-    expect_error(t, strlen(t), KV_EVERSION, 3, 8, "scenario format version 7 is not supported (this build reads 1)");
+    expect_error(t, strlen(t), KV_EVERSION, 3, 8, "scenario format version 7 is not supported (this build reads 1..2)");
     t = "kvs 18446744073709551615\n";
     expect_error(t, strlen(t), KV_EVERSION, 1, 5, "version 18446744073709551615 is not supported");
     t = "kvs 0\n";
@@ -392,7 +394,7 @@ Test(scenario, binary_clamp_rules) {
     for (size_t i = 0; i < sizeof without; i++) without[i] = (uint8_t)(i * 37u + 5u);
     without[SIM_SCENARIO_FIXED_BYTES] = 1; /* n_reqs = 1 (u16) */
     without[SIM_SCENARIO_FIXED_BYTES + 1] = 0;
-    memcpy(with_magic, "KVS\x01", 4);
+    memcpy(with_magic, "KVS\x02", 4);
     memcpy(with_magic + 4, without, sizeof without);
     sim_scenario_from_bytes(without, sizeof without, &sa);
     sim_scenario_from_bytes(with_magic, sizeof with_magic, &sb);
@@ -402,19 +404,36 @@ Test(scenario, binary_clamp_rules) {
     cr_assert_eq(sa.cfg.n_reqs, 1u);
     cr_assert_eq(sa.cfg.req[0].at_ns, 0u);
     cr_assert(sa.cfg.req[0].prompt_len == 16 && sa.cfg.req[0].max_tokens == 4);
-    /* An input starting "KVS\x02" is not magic: decoded from offset 0. */
-    static const uint8_t v2[] = {'K', 'V', 'S', 2, 0, 0, 0, 0, 1};
-    sim_scenario_from_bytes(v2, sizeof v2, &sa);
-    cr_assert_eq(sa.cfg.seed, 0x0253564bull);
+    /* An input starting "KVS\x03" is not magic: decoded from offset 0. */
+    static const uint8_t v3[] = {'K', 'V', 'S', 3, 0, 0, 0, 0, 1};
+    sim_scenario_from_bytes(v3, sizeof v3, &sa);
+    cr_assert_eq(sa.cfg.seed, 0x0353564bull);
     cr_assert_eq(sa.cfg.n_p, 1u);
+    /* "KVS\x01": a version 1 artifact, whose fixed part lacks the connector
+     * fields: it decodes as the version 2 bytes with p2p everywhere. */
+    static uint8_t v1[4 + 60 + 3], v2[4 + 64 + 3];
+    memcpy(v1, "KVS\x01", 4);
+    memcpy(v1 + 4, without, 60);
+    memcpy(v1 + 64, without + 64, 3);
+    memcpy(v2, "KVS\x02", 4);
+    memcpy(v2 + 4, without, 60);
+    v2[64] = KV_CONN_P2P;
+    v2[65] = KV_CONN_P2P;
+    v2[66] = 1024 & 0xff;
+    v2[67] = 1024 >> 8;
+    memcpy(v2 + 68, without + 64, 3);
+    sim_scenario_from_bytes(v1, sizeof v1, &sa);
+    sim_scenario_from_bytes(v2, sizeof v2, &sb);
+    cr_assert(sim_scenario_equal(&sa, &sb), "a version 1 input decodes as its version 2 form");
+    cr_assert(sa.cfg.conn_p == KV_CONN_P2P && sa.cfg.conn_d == KV_CONN_P2P && sa.cfg.store_capacity == 1024);
 }
 
 /* Random bytes shaped so the lists and the choice stream are reached too. */
 static size_t random_input(uint8_t *buf) {
     size_t len = below(601);
     for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)rnd();
-    if (below(2) == 0 && len >= 4) memcpy(buf, "KVS\x01", 4);
-    size_t base = len >= 4 && memcmp(buf, "KVS\x01", 4) == 0 ? 4 : 0;
+    if (below(2) == 0 && len >= 4) memcpy(buf, below(4) ? "KVS\x02" : "KVS\x01", 4);
+    size_t base = len >= 4 && (memcmp(buf, "KVS\x02", 4) == 0 || memcmp(buf, "KVS\x01", 4) == 0) ? 4 : 0;
     size_t at = base + SIM_SCENARIO_FIXED_BYTES;
     if (below(2) == 0 && at + 2 <= len) { /* few requests, then a small fault count */
         uint32_t n = below(6);

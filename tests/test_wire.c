@@ -86,7 +86,28 @@ static void boot_fixture(kv_wire_msg *m, uint32_t type, uint32_t tp_size, size_t
         set_str(b->addr[i].s, sizeof b->addr[i].s, (char)('p' + i), addr_len);
 }
 
-enum { FIX_COUNT = 12, FIX_SMALL = 9 };
+/* A store message: n keys; data for PUT (n blocks) and GET_REPLY (found ones). */
+static void store_fixture(kv_wire_msg *m, uint32_t type, uint32_t n, uint32_t block_bytes, int32_t status) {
+    memset(m, 0, sizeof *m);
+    m->type = type;
+    kv_wire_store *s = &m->u.store;
+    s->seq = 77 + n;
+    bool keys = type == KV_WIRE_STORE_EXIST || type == KV_WIRE_STORE_PUT || type == KV_WIRE_STORE_GET;
+    bool flags = type == KV_WIRE_STORE_EXIST_REPLY || type == KV_WIRE_STORE_GET_REPLY;
+    bool bytes = type == KV_WIRE_STORE_PUT || type == KV_WIRE_STORE_GET || type == KV_WIRE_STORE_GET_REPLY;
+    if (type == KV_WIRE_STORE_PUT_REPLY || type == KV_WIRE_STORE_GET_REPLY) s->status = status;
+    if (bytes) s->block_bytes = block_bytes;
+    if (type != KV_WIRE_STORE_PUT_REPLY) s->n = n;
+    uint32_t found = 0;
+    for (uint32_t i = 0; i < s->n; i++) {
+        if (keys) s->key[i] = (kv_store_key){.hash = 0x1234567890abcdefull * (i + 1), .heads = i << 16 | (i + 1)};
+        if (flags) found += s->flag[i] = (uint8_t)(i % 3 != 1);
+    }
+    uint32_t data = type == KV_WIRE_STORE_PUT ? n : type == KV_WIRE_STORE_GET_REPLY ? found : 0;
+    for (uint32_t i = 0; i < data * block_bytes; i++) s->data[i] = (uint8_t)(i * 7 + 3);
+}
+
+enum { FIX_COUNT = 19, FIX_SMALL = 9 };
 
 /* Fixture k; the first FIX_SMALL are small enough for exhaustive mutation. */
 static void fixture(kv_wire_msg *m, int k) {
@@ -102,6 +123,13 @@ static void fixture(kv_wire_msg *m, int k) {
     case 8: resp_fixture(m, KV_XFER_CONTINUE, 1, 0, 0); break;
     case 9: meta_fixture(m, KV_GROUPS_MAX, KV_PULL_REQS_MAX, KV_REQ_BLOCKS_MAX, KV_ADDR_MAX - 1); break;
     case 10: resp_fixture(m, KV_XFER_ERROR, KV_PULL_REQS_MAX, KV_PULL_REQS_MAX, KV_ERR_MSG_MAX - 1); break;
+    case 11: store_fixture(m, KV_WIRE_STORE_EXIST, 5, 0, 0); break;
+    case 12: store_fixture(m, KV_WIRE_STORE_EXIST_REPLY, KV_STORE_KEYS_MAX, 0, 0); break;
+    case 13: store_fixture(m, KV_WIRE_STORE_PUT, KV_STORE_BATCH_MAX, KV_STORE_BLOCK_BYTES_MAX, 0); break;
+    case 14: store_fixture(m, KV_WIRE_STORE_PUT_REPLY, 0, 0, KV_STORE_NO_HANDLE); break;
+    case 15: store_fixture(m, KV_WIRE_STORE_GET, 3, 16, 0); break;
+    case 16: store_fixture(m, KV_WIRE_STORE_GET_REPLY, 7, 32, 0); break;
+    case 17: store_fixture(m, KV_WIRE_STORE_EXIST, KV_STORE_KEYS_MAX, 0, 0); break;
     default: boot_fixture(m, KV_WIRE_BOOT_REPLY, KV_TP_MAX, KV_ADDR_MAX - 1); break;
     }
 }
@@ -148,11 +176,28 @@ static int boot_eq(uint32_t type, const kv_wire_boot *a, const kv_wire_boot *b) 
     return 1;
 }
 
+static int store_eq(const kv_wire_store *a, const kv_wire_store *b) {
+    if (a->seq != b->seq || a->status != b->status || a->block_bytes != b->block_bytes || a->n != b->n) return 0;
+    uint32_t found = 0;
+    for (uint32_t i = 0; i < a->n; i++) {
+        if (a->key[i].hash != b->key[i].hash || a->key[i].heads != b->key[i].heads || a->flag[i] != b->flag[i]) return 0;
+        found += a->flag[i];
+    }
+    size_t data = (size_t)(found > a->n ? found : a->n) * a->block_bytes;
+    return !memcmp(a->data, b->data, data < sizeof a->data ? data : sizeof a->data);
+}
+
 static int msg_eq(const kv_wire_msg *a, const kv_wire_msg *b) {
     if (a->type != b->type) return 0;
     switch (a->type) {
     case KV_WIRE_XFER_META: return meta_eq(&a->u.meta, &b->u.meta);
     case KV_WIRE_XFER_RESP: return resp_eq(&a->u.resp, &b->u.resp);
+    case KV_WIRE_STORE_EXIST:
+    case KV_WIRE_STORE_EXIST_REPLY:
+    case KV_WIRE_STORE_PUT:
+    case KV_WIRE_STORE_PUT_REPLY:
+    case KV_WIRE_STORE_GET:
+    case KV_WIRE_STORE_GET_REPLY: return store_eq(&a->u.store, &b->u.store);
     default: return boot_eq(a->type, &a->u.boot, &b->u.boot);
     }
 }
@@ -781,4 +826,24 @@ Test(wire, random_inputs_never_crash) {
         free(p);
     }
     cr_assert_gt(accepted, 1000, "accepted %u", accepted);
+}
+
+Test(wire, store_messages_are_bounds_checked) {
+    size_t n = 0;
+    store_fixture(&g_msg, KV_WIRE_STORE_PUT, KV_STORE_BATCH_MAX, 8, 0);
+    g_msg.u.store.n = KV_STORE_BATCH_MAX + 1; /* more keys than a put carries */
+    cr_assert_eq(kv_wire_encode(&g_msg, g_buf, KV_WIRE_MAX, &n), KV_EINVAL);
+    store_fixture(&g_msg, KV_WIRE_STORE_GET, 2, KV_STORE_BLOCK_BYTES_MAX + 1, 0);
+    cr_assert_eq(kv_wire_encode(&g_msg, g_buf, KV_WIRE_MAX, &n), KV_EINVAL);
+    store_fixture(&g_msg, KV_WIRE_STORE_GET_REPLY, 3, 8, 0);
+    size_t len = encode_ok(&g_msg, g_buf);
+    /* header 8, seq 4, status 4, block_bytes 4, n 2: the first flag */
+    g_buf[KV_WIRE_HDR_BYTES + 14] = 2;
+    cr_assert_eq(decode_exact(g_buf, len, &g_out), KV_EPROTO, "a flag other than 0/1 is rejected");
+    cr_assert(is_zero(&g_out));
+    store_fixture(&g_msg, KV_WIRE_STORE_GET_REPLY, 3, 8, 0);
+    len = encode_ok(&g_msg, g_buf);
+    uint32_t short_payload = (uint32_t)(len - 1 - KV_WIRE_HDR_BYTES); /* a consistent header, one byte short */
+    for (int i = 0; i < 4; i++) g_buf[4 + i] = (uint8_t)(short_payload >> (8 * i));
+    cr_assert_eq(decode_exact(g_buf, len - 1, &g_out), KV_EPROTO, "a truncated block is rejected");
 }

@@ -66,6 +66,8 @@ typedef struct kv_match {
     bool ready;        /* false: vLLM's None, ask again next step */
     uint32_t ext;      /* tokens the connector can supply beyond num_computed */
     bool load_async;   /* request waits for remote KV (WAITING_FOR_REMOTE_KVS) */
+    bool alloc_prompt; /* load_async: allocate the whole prompt (P2P: D's table
+                        * must have P's length), not just hit + ext */
 } kv_match;
 
 /* What the scheduler tells connectors about one step. */
@@ -88,7 +90,11 @@ typedef struct kv_conn_sched_ops {
     const void *(*build_connector_meta)(void *c, const kv_sched_output *so);
     /* blocks: the request's blocks after remove_skipped_blocks. */
     void (*request_finished)(void *c, kv_req *r, const kv_block_table *blocks, bool *out_delay_free);
-    void (*update_connector_output)(void *c, const kv_conn_output *o);
+    /* May filter o (a MultiConnector holds back a child's finished_sending). */
+    void (*update_connector_output)(void *c, kv_conn_output *o);
+    /* A message for the connector in the scheduler actor's mailbox (a store
+     * lookup's reply); the engine steps again after it. May be NULL. */
+    void (*on_message)(void *c, const kv_msg *m);
 } kv_conn_sched_ops;
 
 typedef struct kv_conn_worker_ops {

@@ -23,6 +23,12 @@ typedef enum kv_wire_type {
     KV_WIRE_BOOT_REG = 3,  /* P -> bootstrap: register a worker */
     KV_WIRE_BOOT_QUERY = 4,/* D -> bootstrap: where is engine E */
     KV_WIRE_BOOT_REPLY = 5,/* bootstrap -> D */
+    KV_WIRE_STORE_EXIST = 6,       /* store client -> store: which keys exist */
+    KV_WIRE_STORE_EXIST_REPLY = 7, /* store -> client: flag per key */
+    KV_WIRE_STORE_PUT = 8,         /* client -> store: keys with their block bytes */
+    KV_WIRE_STORE_PUT_REPLY = 9,   /* store -> client: status */
+    KV_WIRE_STORE_GET = 10,        /* client -> store: keys to read */
+    KV_WIRE_STORE_GET_REPLY = 11,  /* store -> client: status, flag per key, bytes of the found ones */
 } kv_wire_type;
 
 typedef enum kv_xfer_status { KV_XFER_FINISH = 0, KV_XFER_CONTINUE = 1, KV_XFER_ERROR = 2 } kv_xfer_status;
@@ -66,12 +72,46 @@ typedef struct kv_wire_boot {
     kvt_addr addr[KV_TP_MAX]; /* BOOT_REG: addr[0]; BOOT_REPLY: one per rank */
 } kv_wire_boot;
 
+/* ---- KV store (Mooncake store's batch_is_exist / put / get) ---- */
+
+/* Keys one EXIST may carry: a lookup asks for every (position, group, rank)
+ * of a request at once. */
+#define KV_STORE_KEYS_MAX (KV_REQ_BLOCKS_MAX * KV_GROUPS_MAX * KV_TP_MAX)
+/* Keys one PUT or GET carries with their bytes. */
+#define KV_STORE_BATCH_MAX 32u
+/* Largest block (one worker's share) the store path moves. */
+#define KV_STORE_BLOCK_BYTES_MAX 256u
+/* put status when the store has no room (Mooncake's NO_AVAILABLE_HANDLE). */
+#define KV_STORE_NO_HANDLE (-200)
+/* Any other failed put or get. */
+#define KV_STORE_FAILED (-1)
+
+/* A stored block: the prefix hash of its position in its group (the group is
+ * mixed into the hash) and the head range of the worker that holds it, so
+ * different TP layouts never share keys. */
+typedef struct kv_store_key {
+    uint64_t hash;
+    uint32_t heads; /* head_lo << 16 | head_hi */
+    uint32_t pad_;  /* zero */
+} kv_store_key;
+
+typedef struct kv_wire_store {
+    uint32_t seq;          /* request number, echoed by the reply */
+    int32_t status;        /* PUT_REPLY, GET_REPLY: 0, KV_STORE_NO_HANDLE or KV_STORE_FAILED */
+    uint32_t block_bytes;  /* PUT, GET, GET_REPLY: bytes per key (<= KV_STORE_BLOCK_BYTES_MAX) */
+    uint32_t n;            /* keys (EXIST <= KV_STORE_KEYS_MAX; PUT, GET <= KV_STORE_BATCH_MAX) */
+    kv_store_key key[KV_STORE_KEYS_MAX];   /* EXIST, PUT, GET */
+    uint8_t flag[KV_STORE_KEYS_MAX];       /* EXIST_REPLY: exists; GET_REPLY: found (0/1) */
+    uint8_t data[KV_STORE_BATCH_MAX * KV_STORE_BLOCK_BYTES_MAX]; /* PUT: n blocks; GET_REPLY: found ones, in order */
+} kv_wire_store;
+
 typedef struct kv_wire_msg {
     uint32_t type; /* kv_wire_type */
     union {
         kv_wire_xfer_meta meta;
         kv_wire_xfer_resp resp;
         kv_wire_boot boot;
+        kv_wire_store store;
     } u;
 } kv_wire_msg;
 

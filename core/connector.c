@@ -1,0 +1,103 @@
+/* core/connector.c — the connector factory: builds, frees and inspects
+ * either half of every configuration (p2p, store, and the MultiConnector
+ * of both in either order). */
+#include <string.h>
+
+#include "core/msgs.h"
+#include "core/multi.h"
+#include "core/p2p.h"
+#include "core/store.h"
+
+static const char *const kind_names[KV_CONN_KIND_COUNT] = {
+    [KV_CONN_P2P] = "p2p",
+    [KV_CONN_STORE] = "store",
+    [KV_CONN_MULTI_P2P_STORE] = "multi(p2p,store)",
+    [KV_CONN_MULTI_STORE_P2P] = "multi(store,p2p)",
+};
+
+const char *kv_conn_kind_name(uint32_t kind) {
+    return kind < KV_CONN_KIND_COUNT && kind_names[kind] ? kind_names[kind] : "?";
+}
+
+uint32_t kv_conn_kind_parse(const char *name) {
+    for (uint32_t k = 1; k < KV_CONN_KIND_COUNT; k++)
+        if (!strcmp(name, kind_names[k])) return k;
+    return 0;
+}
+
+bool kv_conn_kind_has_store(uint32_t kind) { return kind >= KV_CONN_STORE && kind < KV_CONN_KIND_COUNT; }
+
+static void children(kv_conn_kind kind, kv_conn_kind out[KV_MULTI_CHILDREN]) {
+    bool p2p_first = kind == KV_CONN_MULTI_P2P_STORE;
+    out[0] = p2p_first ? KV_CONN_P2P : KV_CONN_STORE;
+    out[1] = p2p_first ? KV_CONN_STORE : KV_CONN_P2P;
+}
+
+kv_status kv_conn_sched_new(kv_engine *e, kv_conn_kind kind, kv_conn_sched *out) {
+    kv_conn_kind kids[KV_MULTI_CHILDREN];
+    switch (kind) {
+    case KV_CONN_P2P: return kv_p2p_sched_new(e, out);
+    case KV_CONN_STORE: return kv_store_sched_new(e, out);
+    case KV_CONN_MULTI_P2P_STORE:
+    case KV_CONN_MULTI_STORE_P2P: children(kind, kids); return kv_multi_sched_new(e, kids, out);
+    case KV_CONN_KIND_COUNT: break;
+    }
+    return KV_EINVAL;
+}
+
+void kv_conn_sched_free(kv_engine *e, kv_conn_sched *c) {
+    if (!c->ops) return;
+    if (!strcmp(c->ops->name, "p2p")) kv_p2p_sched_free(e, c);
+    else if (!strcmp(c->ops->name, "store")) kv_store_sched_free(e, c);
+    else kv_multi_sched_free(e, c);
+}
+
+uint32_t kv_conn_sched_state(const kv_conn_sched *c) {
+    if (!c->ops) return 0;
+    if (!strcmp(c->ops->name, "p2p")) return kv_p2p_sched_state(c);
+    if (!strcmp(c->ops->name, "store")) return kv_store_sched_state(c);
+    return kv_multi_sched_state(c);
+}
+
+kv_status kv_conn_worker_new(kv_worker *w, kv_conn_kind kind, kv_conn_worker *out) {
+    kv_conn_kind kids[KV_MULTI_CHILDREN];
+    switch (kind) {
+    case KV_CONN_P2P: return kv_p2p_worker_new(w, out);
+    case KV_CONN_STORE: return kv_store_worker_new(w, out);
+    case KV_CONN_MULTI_P2P_STORE:
+    case KV_CONN_MULTI_STORE_P2P: children(kind, kids); return kv_multi_worker_new(w, kids, out);
+    case KV_CONN_KIND_COUNT: break;
+    }
+    return KV_EINVAL;
+}
+
+void kv_conn_worker_free(kv_worker *w, kv_conn_worker *c) {
+    if (!c->ops) return;
+    if (!strcmp(c->ops->name, "p2p")) kv_p2p_worker_free(w, c);
+    else if (!strcmp(c->ops->name, "store")) kv_store_worker_free(w, c);
+    else kv_multi_worker_free(w, c);
+}
+
+uint32_t kv_conn_worker_state(const kv_conn_worker *c) {
+    if (!c->ops) return 0;
+    if (!strcmp(c->ops->name, "p2p")) return kv_p2p_worker_state(c);
+    if (!strcmp(c->ops->name, "store")) return kv_store_worker_state(c);
+    return kv_multi_worker_state(c);
+}
+
+uint32_t kv_conn_worker_p2p_actor(const kv_conn_worker *c) {
+    if (!c->ops) return KV_ACTOR_NONE;
+    if (!strcmp(c->ops->name, "p2p")) return kv_p2p_worker_actor(c);
+    if (strcmp(c->ops->name, "multi")) return KV_ACTOR_NONE;
+    for (uint32_t i = 0; i < KV_MULTI_CHILDREN; i++) {
+        uint32_t a = kv_conn_worker_p2p_actor(kv_multi_worker_child(c, i));
+        if (a != KV_ACTOR_NONE) return a;
+    }
+    return KV_ACTOR_NONE;
+}
+
+const char *kv_msg_family(uint32_t kind) {
+    if (kind >= KV_M_P2P_RECV_START && kind <= KV_M_P2P_SEND_DONE) return "p2p";
+    if (kind >= KV_M_STORE_LOOKUP && kind <= KV_M_STORE_LOAD_TIMEOUT) return "store";
+    return "";
+}

@@ -1,0 +1,77 @@
+/* core/store_common.c — what every store actor shares: keys, prefix hashes,
+ * which positions a hit needs, and one request/reply channel to the store
+ * (endpoint, connection, sequence number, timeout). See store.h. */
+#include <string.h>
+
+#include "core/msgs.h"
+#include "core/store.h"
+
+kv_store_key kv_store_key_of(uint64_t hash, uint32_t head_lo, uint32_t head_hi) {
+    return (kv_store_key){.hash = hash, .heads = head_lo << 16 | head_hi};
+}
+
+void kv_store_hashes(const kv_tokens *t, uint32_t block_size, uint32_t g, uint32_t n, uint64_t *out) {
+    uint64_t h = 0;
+    for (uint32_t pos = 0; pos < n && pos < KV_REQ_BLOCKS_MAX; pos++) out[pos] = h = kv_block_hash(t, h, pos, block_size, g);
+}
+
+bool kv_store_needs(const kv_engine_cfg *cfg, uint32_t g, uint32_t pos, uint32_t k) {
+    if (pos >= k) return false;
+    switch ((kv_group_kind)cfg->group[g].kind) {
+    case KV_GROUP_FULL: return true;
+    case KV_GROUP_SLIDING: return pos + kv_sw_blocks(cfg->group[g].window, cfg->block_size) >= k;
+    case KV_GROUP_MAMBA: return pos + 1 == k;
+    }
+    return true;
+}
+
+kv_status kv_store_chan_open(kv_store_chan *c, kv_worker *w, uint32_t actor, uint32_t timer_kind) {
+    memset(c, 0, sizeof *c);
+    c->w = w;
+    c->actor = actor;
+    c->peer = KVT_NONE;
+    c->next_seq = 1;
+    c->timer_kind = timer_kind;
+    return kvt_ep_open(w->t, actor, &c->ep, &c->addr);
+}
+
+bool kv_store_chan_send(kv_store_chan *c) {
+    kv_worker *w = c->w;
+    if (c->peer == KVT_NONE && kvt_connect(w->t, c->ep, &w->cfg.store_addr, &c->peer) != KV_OK) {
+        c->peer = KVT_NONE;
+        return false;
+    }
+    c->seq = c->next_seq++;
+    if (c->next_seq == 0) c->next_seq = 1;
+    c->msg.u.store.seq = c->seq;
+    size_t len = 0;
+    if (kv_wire_encode(&c->msg, c->buf, sizeof c->buf, &len) != KV_OK ||
+        kvt_send_ctrl(w->t, c->ep, c->peer, c->buf, (uint32_t)len) != KV_OK) {
+        c->seq = 0;
+        return false;
+    }
+    kv_rt_post_at(w->rt, c->actor, kv_now_ns(w->env) + KV_STORE_OP_TIMEOUT_NS, c->timer_kind, &c->seq, sizeof c->seq);
+    return true;
+}
+
+bool kv_store_chan_reply(kv_store_chan *c, const kv_msg *m) {
+    const kvt_event *ev = m->payload;
+    if (m->len < sizeof *ev || ev->kind != KVT_EV_CTRL || !c->seq) return false;
+    const uint8_t *bytes = (const uint8_t *)m->payload + sizeof *ev;
+    if (kv_wire_decode(bytes, ev->len, &c->msg) != KV_OK) {
+        kv_logf(c->w->env, KV_LOG_WARN, "store client: malformed reply dropped");
+        return false;
+    }
+    if (c->msg.u.store.seq != c->seq) return false; /* a late reply of a timed-out operation */
+    c->seq = 0;
+    return true;
+}
+
+bool kv_store_chan_timeout(kv_store_chan *c, const kv_msg *m) {
+    if (m->kind != c->timer_kind || m->len != sizeof(uint32_t) || !c->seq) return false;
+    uint32_t seq;
+    memcpy(&seq, m->payload, sizeof seq);
+    if (seq != c->seq) return false;
+    c->seq = 0;
+    return true;
+}

@@ -1,0 +1,150 @@
+/* core/store_lookup.c — the store connector's lookup actor on worker rank 0
+ * (vLLM's LookupKeyServer): answers the scheduler's "how many tokens of
+ * this request does the store hold" with one batch_is_exist.
+ *
+ * State (owner: this actor): a FIFO of lookups; one in flight.
+ * Transitions:
+ *   LOOKUP            queue it; start it if idle
+ *   start             EXIST for every (position < max_k, group, rank) key,
+ *                     max_k = (num_tokens - 1) / block_size (the hit stays
+ *                     below the request's length, as a full hit is re-derived
+ *                     at align(num_tokens - 1))
+ *   EXIST_REPLY       hit = the largest k whose needed keys all exist
+ *                     (kv_store_needs), on every rank; reply; next
+ *   timeout, send     reply hit 0; next
+ *   failure */
+#include <stdio.h> /* snprintf only */
+#include <string.h>
+
+#include "core/msgs.h"
+#include "core/store.h"
+
+struct kv_store_lookup {
+    kv_owner owner;
+    kv_worker *w;                     /* borrowed: immutable parts */
+    kv_store_chan chan;
+    kv_m_store_lookup q[KV_STORE_JOBS_MAX]; /* q[head .. head+n) */
+    uint32_t head, n;
+    bool busy;
+    uint32_t max_k;                   /* of the lookup in flight */
+};
+
+static void reply(kv_store_lookup *l, const kv_m_store_lookup *q, uint32_t hit) {
+    kv_m_store_lookup_reply r = {.id = q->id, .hit_tokens = hit};
+    kv_rt_post(l->w->rt, q->reply_to, KV_M_STORE_LOOKUP_REPLY, &r, sizeof r);
+}
+
+static const kv_m_store_lookup *current(const kv_store_lookup *l) { return &l->q[l->head]; }
+
+static void pop(kv_store_lookup *l) {
+    l->head = (l->head + 1) % KV_STORE_JOBS_MAX;
+    l->n--;
+    l->busy = false;
+}
+
+static void start_next(kv_store_lookup *l) {
+    while (l->n && !l->busy) {
+        const kv_m_store_lookup *q = current(l);
+        const kv_engine_cfg *cfg = &l->w->cfg;
+        uint32_t k = q->num_tokens ? (q->num_tokens - 1) / cfg->block_size : 0;
+        l->max_k = k < KV_REQ_BLOCKS_MAX ? k : KV_REQ_BLOCKS_MAX;
+        if (!l->max_k) {
+            reply(l, q, 0);
+            pop(l);
+            continue;
+        }
+        kv_wire_store *m = &l->chan.msg.u.store;
+        memset(&l->chan.msg, 0, sizeof l->chan.msg);
+        l->chan.msg.type = KV_WIRE_STORE_EXIST;
+        uint64_t hash[KV_REQ_BLOCKS_MAX];
+        for (uint32_t g = 0; g < cfg->n_groups; g++) {
+            kv_store_hashes(&q->tokens, cfg->block_size, g, l->max_k, hash);
+            for (uint32_t r = 0; r < cfg->tp; r++) {
+                uint32_t lo, hi;
+                kv_heads_of(cfg->tp, r, &lo, &hi);
+                for (uint32_t pos = 0; pos < l->max_k; pos++) m->key[m->n++] = kv_store_key_of(hash[pos], lo, hi);
+            }
+        }
+        l->busy = true;
+        if (!kv_store_chan_send(&l->chan)) {
+            reply(l, q, 0);
+            pop(l);
+        }
+    }
+}
+
+/* Flags are laid out group-major, then rank, then position. */
+static uint32_t best_hit(const kv_store_lookup *l, const kv_wire_store *m) {
+    const kv_engine_cfg *cfg = &l->w->cfg;
+    uint32_t per_group = cfg->tp * l->max_k;
+    if (m->n != cfg->n_groups * per_group) return 0;
+    for (uint32_t k = l->max_k; k > 0; k--) {
+        bool ok = true;
+        for (uint32_t g = 0; g < cfg->n_groups && ok; g++)
+            for (uint32_t r = 0; r < cfg->tp && ok; r++)
+                for (uint32_t pos = 0; pos < k && ok; pos++)
+                    if (kv_store_needs(cfg, g, pos, k) && !m->flag[g * per_group + r * l->max_k + pos]) ok = false;
+        if (ok) return k;
+    }
+    return 0;
+}
+
+static void on_event(kv_store_lookup *l, const kv_msg *m) {
+    if (!l->busy || !kv_store_chan_reply(&l->chan, m)) return;
+    if (l->chan.msg.type != KV_WIRE_STORE_EXIST_REPLY) {
+        kv_logf(l->w->env, KV_LOG_WARN, "store lookup: unexpected reply type %u", l->chan.msg.type);
+        reply(l, current(l), 0);
+    } else {
+        reply(l, current(l), best_hit(l, &l->chan.msg.u.store) * l->w->cfg.block_size);
+    }
+    pop(l);
+    start_next(l);
+}
+
+static void lookup_handle(void *self, const kv_msg *m) {
+    kv_store_lookup *l = self;
+    kv_owner_check(l->w->env, &l->owner, l->w->cfg.index);
+    switch (m->kind) {
+    case KV_M_STORE_LOOKUP:
+        if (l->n == KV_STORE_JOBS_MAX) { /* never more than the engine's requests */
+            reply(l, m->payload, 0);
+            return;
+        }
+        l->q[(l->head + l->n++) % KV_STORE_JOBS_MAX] = *(const kv_m_store_lookup *)m->payload;
+        start_next(l);
+        break;
+    case KV_M_STORE_LOOKUP_TIMEOUT:
+        if (!kv_store_chan_timeout(&l->chan, m)) return;
+        kv_logf(l->w->env, KV_LOG_INFO, "store lookup: request %u timed out", current(l)->id);
+        reply(l, current(l), 0);
+        pop(l);
+        start_next(l);
+        break;
+    case KVT_MSG_EVENT: on_event(l, m); break;
+    default: kv_logf(l->w->env, KV_LOG_WARN, "store lookup: unexpected message %u", m->kind);
+    }
+}
+
+kv_status kv_store_lookup_new(kv_worker *w, kv_store_lookup **out, uint32_t *out_actor) {
+    kv_store_lookup *l = kv_alloc(w->env, sizeof *l);
+    if (!l) return KV_ENOMEM;
+    l->w = w;
+    char name[32];
+    snprintf(name, sizeof name, "%c%u.w%u.slookup", w->cfg.role == KV_ROLE_PRODUCER ? 'P' : 'D', w->cfg.index,
+             w->rank);
+    uint32_t actor;
+    kv_status st = kv_rt_spawn(w->rt, name, w->cfg.node, lookup_handle, l, 1u << 16, &actor);
+    if (st == KV_OK) st = kv_store_chan_open(&l->chan, w, actor, KV_M_STORE_LOOKUP_TIMEOUT);
+    if (st != KV_OK) {
+        kv_release(w->env, l);
+        return st;
+    }
+    l->owner = (kv_owner){.actor = actor, .what = "store lookups"};
+    *out = l;
+    *out_actor = actor;
+    return KV_OK;
+}
+
+void kv_store_lookup_free(kv_store_lookup *l) {
+    if (l) kv_release(l->w->env, l);
+}

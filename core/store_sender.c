@@ -1,0 +1,210 @@
+/* core/store_sender.c — the store connector's send actor (vLLM's
+ * KVCacheStoreSendingThread): saves snapshot jobs to the store.
+ *
+ * State (owner: this actor): a FIFO of save jobs, one in flight; resume
+ * offsets per request (tokens already put, vLLM's _saved_offset); the
+ * pool-pressure skip deadline.
+ * Transitions, per job (_handle_request):
+ *   forget job        drop the request's resume offset; no pin, no reply
+ *   pressure skip on  skip the job
+ *   start             drop the blocks below the resume offset; none left:
+ *                     done; else EXIST for the rest (batch_is_exist)
+ *   EXIST_REPLY       keep the missing keys; none: done; else PUT them
+ *   PUT_REPLY 0       resume offset = job end; done
+ *   PUT_REPLY -200    pressure skip for KV_STORE_PRESSURE_SKIP_NS; done
+ *   other, timeout    done (the save is dropped)
+ *   done              exactly one SAVE_DONE to the worker main, whatever
+ *                     happened (the `finally:` that releases the pin) */
+#include <stdio.h> /* snprintf only */
+#include <string.h>
+
+#include "core/msgs.h"
+#include "core/store.h"
+
+#define SND_OFFSETS_MAX KV_ENGINE_REQS_MAX
+
+typedef struct snd_offset {
+    bool used;
+    uint32_t id;
+    uint32_t tokens;
+} snd_offset;
+
+struct kv_store_sender {
+    kv_owner owner;
+    kv_worker *w;                         /* borrowed: immutable parts */
+    uint32_t main_actor;
+    kv_store_chan chan;
+    kv_m_store_save q[KV_STORE_JOBS_MAX]; /* q[head .. head+n) */
+    uint32_t head, n;
+    bool busy;
+    uint32_t keep[KV_STORE_BATCH_MAX];    /* entries of the job in flight still to put */
+    uint32_t n_keep;
+    snd_offset off[SND_OFFSETS_MAX];
+    uint64_t skip_until_ns;               /* pool pressure */
+};
+
+static snd_offset *offset_of(kv_store_sender *s, uint32_t id, bool create) {
+    snd_offset *free_slot = NULL;
+    for (uint32_t i = 0; i < SND_OFFSETS_MAX; i++) {
+        if (s->off[i].used && s->off[i].id == id) return &s->off[i];
+        if (!s->off[i].used && !free_slot) free_slot = &s->off[i];
+    }
+    if (!create || !free_slot) return NULL;
+    *free_slot = (snd_offset){.used = true, .id = id};
+    return free_slot;
+}
+
+static kv_m_store_save *current(kv_store_sender *s) { return &s->q[s->head]; }
+
+static void job_done(kv_store_sender *s, uint32_t saved, int32_t status) {
+    kv_m_store_save_done d = {.id = current(s)->id, .saved_blocks = saved, .status = status};
+    kv_rt_post(s->w->rt, s->main_actor, KV_M_STORE_SAVE_DONE, &d, sizeof d);
+    s->head = (s->head + 1) % KV_STORE_JOBS_MAX;
+    s->n--;
+    s->busy = false;
+}
+
+static void encode_keys(kv_store_sender *s, uint32_t type) {
+    const kv_m_store_save *j = current(s);
+    kv_wire_store *m = &s->chan.msg.u.store;
+    memset(&s->chan.msg, 0, sizeof s->chan.msg);
+    s->chan.msg.type = type;
+    m->block_bytes = s->w->block_bytes;
+    for (uint32_t i = 0; i < s->n_keep; i++) {
+        const kv_store_snap *e = &j->e[s->keep[i]];
+        m->key[m->n] = kv_store_key_of(e->hash, s->w->head_lo, s->w->head_hi);
+        if (type == KV_WIRE_STORE_PUT) memcpy(&m->data[m->n * m->block_bytes], e->bytes, m->block_bytes);
+        m->n++;
+    }
+}
+
+/* Starts jobs until one is waiting for the store. */
+static void start_next(kv_store_sender *s) {
+    while (s->n && !s->busy) {
+        kv_m_store_save *j = current(s);
+        s->busy = true;
+        if (j->forget) {
+            snd_offset *o = offset_of(s, j->id, false);
+            if (o) o->used = false;
+            s->head = (s->head + 1) % KV_STORE_JOBS_MAX;
+            s->n--;
+            s->busy = false;
+            continue;
+        }
+        if (kv_now_ns(s->w->env) < s->skip_until_ns) {
+            job_done(s, 0, 1);
+            continue;
+        }
+        const snd_offset *o = offset_of(s, j->id, false);
+        uint32_t resume = o ? o->tokens : 0, bs = s->w->cfg.block_size;
+        s->n_keep = 0;
+        for (uint32_t i = 0; i < j->n; i++)
+            if ((uint32_t)(j->e[i].pos + 1) * bs > resume) s->keep[s->n_keep++] = i;
+        if (!s->n_keep) {
+            job_done(s, 0, 0);
+            continue;
+        }
+        encode_keys(s, KV_WIRE_STORE_EXIST);
+        if (!kv_store_chan_send(&s->chan)) job_done(s, 0, KV_STORE_FAILED);
+    }
+}
+
+static void on_exist(kv_store_sender *s, const kv_wire_store *m) {
+    if (m->n != s->n_keep) {
+        job_done(s, 0, KV_STORE_FAILED);
+        return;
+    }
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < m->n; i++)
+        if (!m->flag[i]) s->keep[n++] = s->keep[i];
+    s->n_keep = n;
+    if (!n) {
+        job_done(s, 0, 0);
+        return;
+    }
+    encode_keys(s, KV_WIRE_STORE_PUT);
+    if (!kv_store_chan_send(&s->chan)) job_done(s, 0, KV_STORE_FAILED);
+}
+
+static void on_put(kv_store_sender *s, const kv_wire_store *m) {
+    const kv_m_store_save *j = current(s);
+    if (m->status == 0) {
+        snd_offset *o = offset_of(s, j->id, true);
+        if (o && o->tokens < j->end_tokens) o->tokens = j->end_tokens;
+        job_done(s, s->n_keep, 0);
+        return;
+    }
+    if (m->status == KV_STORE_NO_HANDLE) {
+        kv_logf(s->w->env, KV_LOG_INFO, "store send: pool pressure; skipping saves for a while");
+        s->skip_until_ns = kv_now_ns(s->w->env) + KV_STORE_PRESSURE_SKIP_NS;
+    }
+    job_done(s, 0, m->status == KV_STORE_NO_HANDLE ? KV_STORE_NO_HANDLE : KV_STORE_FAILED);
+}
+
+static void on_event(kv_store_sender *s, const kv_msg *m) {
+    if (!s->busy || !kv_store_chan_reply(&s->chan, m)) return;
+    switch (s->chan.msg.type) {
+    case KV_WIRE_STORE_EXIST_REPLY: on_exist(s, &s->chan.msg.u.store); break;
+    case KV_WIRE_STORE_PUT_REPLY: on_put(s, &s->chan.msg.u.store); break;
+    default: job_done(s, 0, KV_STORE_FAILED); break;
+    }
+    start_next(s);
+}
+
+static void send_handle(void *self, const kv_msg *m) {
+    kv_store_sender *s = self;
+    kv_owner_check(s->w->env, &s->owner, s->w->cfg.index);
+    switch (m->kind) {
+    case KV_M_STORE_SAVE: {
+        const kv_m_store_save *j = m->payload;
+        if (s->n == KV_STORE_JOBS_MAX) { /* cannot queue: dropped, the pin still released */
+            if (j->forget) return;
+            kv_m_store_save_done d = {.id = j->id, .status = KV_STORE_FAILED};
+            kv_rt_post(s->w->rt, s->main_actor, KV_M_STORE_SAVE_DONE, &d, sizeof d);
+            return;
+        }
+        s->q[(s->head + s->n++) % KV_STORE_JOBS_MAX] = *j;
+        start_next(s);
+        break;
+    }
+    case KV_M_STORE_SAVE_TIMEOUT:
+        if (!kv_store_chan_timeout(&s->chan, m)) return;
+        kv_logf(s->w->env, KV_LOG_INFO, "store send: request %u timed out", current(s)->id);
+        job_done(s, 0, KV_STORE_FAILED);
+        start_next(s);
+        break;
+    case KVT_MSG_EVENT: on_event(s, m); break;
+    default: kv_logf(s->w->env, KV_LOG_WARN, "store send: unexpected message %u", m->kind);
+    }
+}
+
+kv_status kv_store_sender_new(kv_worker *w, kv_store_sender **out, uint32_t *out_actor) {
+    kv_store_sender *s = kv_alloc(w->env, sizeof *s);
+    if (!s) return KV_ENOMEM;
+    s->w = w;
+    s->main_actor = w->main_actor;
+    char name[32];
+    snprintf(name, sizeof name, "%c%u.w%u.ssend", w->cfg.role == KV_ROLE_PRODUCER ? 'P' : 'D', w->cfg.index,
+             w->rank);
+    uint32_t actor;
+    kv_status st = kv_rt_spawn(w->rt, name, w->cfg.node, send_handle, s, 1u << 19, &actor);
+    if (st == KV_OK) st = kv_store_chan_open(&s->chan, w, actor, KV_M_STORE_SAVE_TIMEOUT);
+    if (st != KV_OK) {
+        kv_release(w->env, s);
+        return st;
+    }
+    s->owner = (kv_owner){.actor = actor, .what = "store send jobs"};
+    *out = s;
+    *out_actor = actor;
+    return KV_OK;
+}
+
+void kv_store_sender_free(kv_store_sender *s) {
+    if (s) kv_release(s->w->env, s);
+}
+
+uint32_t kv_store_sender_state(const kv_store_sender *s) {
+    uint32_t n = s->n;
+    for (uint32_t i = 0; i < SND_OFFSETS_MAX; i++) n += s->off[i].used;
+    return n;
+}

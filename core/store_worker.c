@@ -1,0 +1,317 @@
+/* core/store_worker.c — worker half of the store connector on the worker
+ * main actor (MooncakeStoreWorker).
+ *
+ * get_finished issues all I/O of the step (as vLLM's does):
+ *   loads   every ReqMeta with a load -> one LOAD job to the receive actor
+ *           (blocks [vllm_cached, kvpool_cached) / bs); its LOAD_DONE is
+ *           verified (INV-DATA) and reported in finished_recving, failed
+ *           keys as invalid blocks
+ *   saves   every ReqMeta with can_save -> snapshot jobs of at most
+ *           KV_STORE_BATCH_MAX blocks; each job takes one stored-request pin
+ *           (add_stored_request), its SAVE_DONE releases it
+ *   done_sending  preempted ids drop their counter; a finished id whose
+ *           counter is 0 is done now, else deferred until it is
+ *
+ * INV-SAVE is checked where vLLM's send path indexes the metadata: every
+ * save covers every KV group with in-range block ids (the IndexError of
+ * seed 003), every block saved holds the request's KV (a save of a block
+ * not computed yet, as a rejected speculative load on D makes), and every
+ * pin is released exactly once.
+ *
+ * Owner of everything here: the worker main actor. */
+#include <stddef.h>
+#include <string.h>
+
+#include "core/msgs.h"
+#include "core/store.h"
+
+typedef struct sw_pin {
+    bool used;
+    bool finished;            /* in finished_store_req: done once pins is 0 */
+    uint32_t id;
+    uint32_t pins;            /* save jobs not yet released */
+} sw_pin;
+
+typedef struct sw_orphan {    /* pins of a dropped counter still in flight */
+    uint32_t id;
+    uint32_t pins;
+} sw_orphan;
+
+typedef struct store_worker {
+    kv_owner owner;
+    kv_worker *w;                     /* borrowed */
+    const kv_store_meta *meta;        /* bound for this step (frozen) */
+    kv_store_sender *sender;          /* owned; own actors */
+    kv_store_receiver *receiver;
+    kv_store_lookup *lookup;          /* rank 0 only */
+    uint32_t sender_actor, receiver_actor;
+    sw_pin pin[KV_ENGINE_REQS_MAX];
+    sw_orphan orphan[KV_ENGINE_REQS_MAX];
+    kv_id_list finished_recving;      /* since the last get_finished */
+    kv_bad_blocks invalid;
+    kv_m_store_save job;              /* scratch */
+} store_worker;
+
+#define SW_VIOLATE(c, req, ...) kv_violate((c)->w->env, KV_INV_SAVE, (c)->w->cfg.index, (req), __VA_ARGS__)
+
+static sw_pin *pin_of(store_worker *c, uint32_t id, bool create) {
+    sw_pin *free_slot = NULL;
+    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) {
+        if (c->pin[i].used && c->pin[i].id == id) return &c->pin[i];
+        if (!c->pin[i].used && !free_slot) free_slot = &c->pin[i];
+    }
+    if (!create || !free_slot) return NULL;
+    *free_slot = (sw_pin){.used = true, .id = id};
+    return free_slot;
+}
+
+static void bind(void *self, const void *meta) {
+    store_worker *c = self;
+    kv_owner_check(c->w->env, &c->owner, c->w->cfg.index);
+    c->meta = meta;
+}
+
+static void start_load(void *self) { (void)self; }
+static void wait_for_save(void *self) { (void)self; }
+
+/* One job, one pin; a job the send actor's mailbox cannot take is a
+ * dropped save (no pin taken). */
+static void post_job(store_worker *c, sw_pin *p) {
+    if (!c->job.n) return;
+    if (kv_rt_post(c->w->rt, c->sender_actor, KV_M_STORE_SAVE, &c->job, sizeof c->job) == KV_OK) {
+        p->pins++;
+        c->w->store_saves++;
+    } else {
+        kv_logf(c->w->env, KV_LOG_INFO, "store worker: send queue full; save of request %u dropped", c->job.id);
+    }
+    c->job.n = 0;
+}
+
+/* One ReqMeta's save: check it (INV-SAVE), snapshot its blocks into jobs. */
+static void issue_save(store_worker *c, const kv_store_req_meta *rm) {
+    kv_worker *w = c->w;
+    const kv_engine_cfg *cfg = &w->cfg;
+    uint32_t bs = cfg->block_size, from = rm->save_from / bs, to = rm->token_len / bs;
+    sw_pin *p = pin_of(c, rm->id, true);
+    if (!p) return;
+    w->store_checks++;
+    if (rm->blocks.n_groups != cfg->n_groups) {
+        SW_VIOLATE(c, rm->id,
+                   "save of request %u: block table has %u groups, the model %u (IndexError: tuple index out of range)",
+                   rm->id, rm->blocks.n_groups, cfg->n_groups);
+        return;
+    }
+    memset(&c->job, 0, offsetof(kv_m_store_save, e));
+    c->job.id = rm->id;
+    c->job.end_tokens = rm->token_len;
+    uint64_t hash[KV_REQ_BLOCKS_MAX];
+    for (uint32_t g = 0; g < cfg->n_groups; g++) {
+        if (to > rm->blocks.n[g] && cfg->group[g].kind == KV_GROUP_FULL) {
+            SW_VIOLATE(c, rm->id, "save of request %u: group %u has %u blocks, the save needs %u", rm->id, g,
+                       rm->blocks.n[g], to);
+            return;
+        }
+        kv_store_hashes(&rm->tokens, bs, g, to, hash);
+        for (uint32_t pos = from; pos < to && pos < rm->blocks.n[g]; pos++) {
+            uint32_t id = rm->blocks.id[g][pos];
+            /* what a later hit of `to` blocks needs: outside a sliding window
+             * or behind a mamba state nothing is kept */
+            if (id == KV_NULL_BLOCK || !kv_store_needs(cfg, g, pos, to)) continue;
+            if (id >= w->capacity) {
+                SW_VIOLATE(c, rm->id, "save of request %u: group %u block id %u out of range (pool %u)", rm->id, g, id,
+                           w->capacity);
+                return;
+            }
+            const uint8_t *bytes = kv_worker_block(w, g, id);
+            if (!kv_verify_block(bytes, &rm->tokens, pos, bs, (pos + 1) * bs, g, w->head_lo, w->head_hi,
+                                 cfg->head_bytes)) {
+                SW_VIOLATE(c, rm->id,
+                           "save of request %u: group %u block %u (position %u) does not hold the request's KV "
+                           "(saving blocks never computed)",
+                           rm->id, g, id, pos);
+                return;
+            }
+            kv_store_snap *e = &c->job.e[c->job.n++];
+            e->hash = hash[pos];
+            e->group = (uint8_t)g;
+            e->pos = (uint8_t)pos;
+            memcpy(e->bytes, bytes, w->block_bytes);
+            if (c->job.n == KV_STORE_BATCH_MAX) post_job(c, p);
+        }
+    }
+    post_job(c, p);
+}
+
+static void issue_load(store_worker *c, const kv_store_req_meta *rm) {
+    uint32_t bs = c->w->cfg.block_size;
+    kv_m_store_load j = {.id = rm->id, .from_pos = rm->load.vllm_cached / bs, .to_pos = rm->load.kvpool_cached / bs,
+                         .num_tokens = rm->load.kvpool_cached, .tokens = rm->tokens, .blocks = rm->blocks};
+    c->w->store_loads++;
+    kv_rt_post(c->w->rt, c->receiver_actor, KV_M_STORE_LOAD, &j, sizeof j);
+}
+
+static void forget(store_worker *c, uint32_t id) {
+    memset(&c->job, 0, offsetof(kv_m_store_save, e));
+    c->job.id = id;
+    c->job.forget = 1;
+    kv_rt_post(c->w->rt, c->sender_actor, KV_M_STORE_SAVE, &c->job, sizeof c->job);
+}
+
+static void drop_counter(store_worker *c, sw_pin *p) {
+    if (p->pins) {
+        for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) {
+            if (c->orphan[i].pins && c->orphan[i].id != p->id) continue;
+            c->orphan[i].id = p->id;
+            c->orphan[i].pins += p->pins;
+            break;
+        }
+    }
+    p->used = false;
+}
+
+static void get_finished(void *self, const kv_id_list *finished, kv_conn_output *out) {
+    store_worker *c = self;
+    kv_owner_check(c->w->env, &c->owner, c->w->cfg.index);
+    const kv_store_meta *m = c->meta;
+    if (m) {
+        for (uint32_t i = 0; i < m->preempted.n; i++) { /* first: a resumed save of this step keeps its pins */
+            sw_pin *p = pin_of(c, m->preempted.id[i], false);
+            if (p) drop_counter(c, p);
+        }
+        for (uint32_t i = 0; i < m->n; i++) {
+            const kv_store_req_meta *rm = &m->req[i];
+            if (rm->has_load && rm->can_save)
+                SW_VIOLATE(c, rm->id, "ReqMeta of request %u both loads and saves", rm->id);
+            if (rm->has_load) issue_load(c, rm);
+            if (rm->can_save) issue_save(c, rm);
+        }
+    }
+    /* done_sending */
+    for (uint32_t i = 0; i < finished->n; i++) {
+        forget(c, finished->id[i]);
+        sw_pin *p = pin_of(c, finished->id[i], false);
+        if (p) p->finished = true;
+    }
+    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) {
+        sw_pin *p = &c->pin[i];
+        if (!p->used || !p->finished || p->pins) continue;
+        kv_id_list_add(&out->finished_sending, p->id);
+        p->used = false;
+    }
+    for (uint32_t i = 0; i < c->finished_recving.n; i++) kv_id_list_add(&out->finished_recving, c->finished_recving.id[i]);
+    c->finished_recving.n = 0;
+}
+
+static void load_errors(void *self, kv_bad_blocks *out) {
+    store_worker *c = self;
+    for (uint32_t i = 0; i < c->invalid.n && out->n < KV_BAD_BLOCKS_MAX; i++) out->e[out->n++] = c->invalid.e[i];
+    c->invalid.n = 0;
+}
+
+static void clear_meta(void *self) { ((store_worker *)self)->meta = NULL; }
+
+static bool failed_block(const kv_m_store_load_done *d, uint32_t g, uint32_t id) {
+    for (uint32_t i = 0; i < d->n_failed; i++)
+        if (d->failed[i].group == g && d->failed[i].block == id) return true;
+    return false;
+}
+
+/* INV-DATA on what the store gave us; failed blocks become load errors. */
+static void on_load_done(store_worker *c, const kv_m_store_load_done *d) {
+    kv_worker *w = c->w;
+    const kv_engine_cfg *cfg = &w->cfg;
+    const kv_m_store_load *j = &d->job;
+    uint32_t bs = cfg->block_size;
+    for (uint32_t g = 0; g < j->blocks.n_groups && g < cfg->n_groups; g++)
+        for (uint32_t pos = j->from_pos; pos < j->to_pos && pos < j->blocks.n[g]; pos++) {
+            uint32_t id = j->blocks.id[g][pos];
+            if (id == KV_NULL_BLOCK || id >= w->capacity || !kv_store_needs(cfg, g, pos, j->to_pos) ||
+                failed_block(d, g, id))
+                continue;
+            w->verified_blocks++;
+            if (kv_verify_block(kv_worker_block(w, g, id), &j->tokens, pos, bs, (pos + 1) * bs, g, w->head_lo,
+                                w->head_hi, cfg->head_bytes))
+                continue;
+            kv_violate(w->env, KV_INV_DATA, cfg->index, d->id,
+                       "request %u group %u block %u (position %u) rank %u: bytes loaded from the store are not its KV",
+                       d->id, g, id, pos, w->rank);
+            return;
+        }
+    for (uint32_t i = 0; i < d->n_failed && c->invalid.n < KV_BAD_BLOCKS_MAX; i++) c->invalid.e[c->invalid.n++] = d->failed[i];
+    kv_id_list_add(&c->finished_recving, d->id);
+}
+
+static void on_save_done(store_worker *c, const kv_m_store_save_done *d) {
+    c->w->store_checks++;
+    sw_pin *p = pin_of(c, d->id, false);
+    if (p && p->pins) {
+        p->pins--;
+        return;
+    }
+    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++)
+        if (c->orphan[i].pins && c->orphan[i].id == d->id) {
+            c->orphan[i].pins--;
+            return;
+        }
+    SW_VIOLATE(c, d->id, "stored-request pin of request %u released with none held (released twice)", d->id);
+}
+
+static void on_message(void *self, const kv_msg *m) {
+    store_worker *c = self;
+    kv_owner_check(c->w->env, &c->owner, c->w->cfg.index);
+    switch (m->kind) {
+    case KV_M_STORE_SAVE_DONE: on_save_done(c, m->payload); break;
+    case KV_M_STORE_LOAD_DONE: on_load_done(c, m->payload); break;
+    default: kv_logf(c->w->env, KV_LOG_WARN, "store worker: unexpected message %u", m->kind);
+    }
+}
+
+static const kv_conn_worker_ops store_worker_ops = {
+    .size = sizeof(kv_conn_worker_ops),
+    .name = "store",
+    .bind_connector_metadata = bind,
+    .start_load_kv = start_load,
+    .wait_for_save = wait_for_save,
+    .get_finished = get_finished,
+    .get_block_ids_with_load_errors = load_errors,
+    .clear_connector_metadata = clear_meta,
+    .on_message = on_message,
+};
+
+kv_status kv_store_worker_new(kv_worker *w, kv_conn_worker *out) {
+    if (w->block_bytes > KV_STORE_SNAP_BYTES) return KV_EINVAL;
+    store_worker *c = kv_alloc(w->env, sizeof *c);
+    if (!c) return KV_ENOMEM;
+    c->w = w;
+    c->owner = (kv_owner){.actor = w->main_actor, .what = "store worker state"};
+    kv_status st = kv_store_sender_new(w, &c->sender, &c->sender_actor);
+    if (st == KV_OK) st = kv_store_receiver_new(w, &c->receiver, &c->receiver_actor);
+    if (st == KV_OK && w->rank == 0) st = kv_store_lookup_new(w, &c->lookup, &w->store_lookup_actor);
+    if (st != KV_OK) {
+        kv_store_sender_free(c->sender);
+        kv_store_receiver_free(c->receiver);
+        kv_release(w->env, c);
+        return st;
+    }
+    *out = (kv_conn_worker){.ops = &store_worker_ops, .self = c};
+    return KV_OK;
+}
+
+void kv_store_worker_free(kv_worker *w, kv_conn_worker *cw) {
+    store_worker *c = cw->self;
+    if (!c) return;
+    kv_store_sender_free(c->sender);
+    kv_store_receiver_free(c->receiver);
+    kv_store_lookup_free(c->lookup);
+    kv_release(w->env, c);
+    cw->self = NULL;
+    cw->ops = NULL;
+}
+
+uint32_t kv_store_worker_state(const kv_conn_worker *cw) {
+    const store_worker *c = cw->self;
+    if (!c) return 0;
+    uint32_t n = c->finished_recving.n + c->invalid.n;
+    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) n += c->pin[i].used + c->orphan[i].pins;
+    return n + kv_store_sender_state(c->sender) + kv_store_receiver_state(c->receiver);
+}

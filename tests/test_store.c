@@ -1,0 +1,223 @@
+/* tests/test_store.c — the store connector and the MultiConnector, transition
+ * by transition (spec section D), through the public world API with the
+ * simulated store and network. Each test names the transition. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "sim/world.h"
+
+static sim_world *W;
+static sim_world_cfg C;
+static sim_result R;
+
+static void setup(void) {
+    cr_assert_eq(sim_world_new(&W), KV_OK);
+    sim_world_cfg_default(&C);
+}
+static void teardown(void) { sim_world_free(W); }
+
+TestSuite(store, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(multi, .init = setup, .fini = teardown, .timeout = 60);
+
+static void run(void) { cr_assert_eq(sim_world_run(W, &C, NULL, &R), KV_OK); }
+
+static void expect_clean(void) {
+    cr_assert(!R.violated, "unexpected %s at event %llu: %s", kv_inv_name(R.inv), (unsigned long long)R.event,
+              R.detail);
+    cr_assert_eq(R.sim_error, KV_OK);
+}
+
+static void expect_violation(kv_inv inv, const char *what) {
+    cr_assert(R.violated, "expected %s, run was clean", kv_inv_name(inv));
+    cr_assert_eq(R.inv, inv, "expected %s, got %s: %s", kv_inv_name(inv), kv_inv_name(R.inv), R.detail);
+    cr_assert(strstr(R.detail, what), "'%s' lacks '%s'", R.detail, what);
+}
+
+/* Request 0 puts a 96-token prefix into the store, request 1 (long, other
+ * tokens) evicts it from the local prefix caches, request 2 shares it. */
+static void shared_prefix(uint8_t conn_p, uint8_t conn_d) {
+    C.conn_p = conn_p;
+    C.conn_d = conn_d;
+    C.pool_blocks_p = C.pool_blocks_d = 24;
+    C.prefix_caching = true;
+    C.n_reqs = 3;
+    C.req[0] = (sim_req_plan){.at_ns = 1000000, .prompt_len = 96, .max_tokens = 4, .prefix_group = 1, .prefix_len = 96,
+                              .sequential = 1};
+    C.req[1] = (sim_req_plan){.at_ns = 40000000, .prompt_len = 300, .max_tokens = 4, .prefix_group = 2, .sequential = 1};
+    C.req[2] = (sim_req_plan){.at_ns = 80000000, .prompt_len = 120, .max_tokens = 4, .prefix_group = 1,
+                              .prefix_len = 96, .sequential = 1};
+}
+
+static void hybrid(void) {
+    C.n_groups = 2;
+    C.group[1] = (kv_group_cfg){.kind = KV_GROUP_MAMBA};
+}
+
+/* ---- store connector ---------------------------------------------------------- */
+
+Test(store, lookup_then_async_load_of_the_shared_prefix_is_verified) {
+    shared_prefix(KV_CONN_STORE, KV_CONN_STORE);
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok, 3);
+    cr_assert_geq(R.store_loads, 2, "P and D both load request 2's prefix (%llu loads)", (unsigned long long)R.store_loads);
+    cr_assert_geq(R.store.get_hits, 2 * 6, "6 blocks each (%llu hits)", (unsigned long long)R.store.get_hits);
+    cr_assert_gt(R.armed[KV_INV_DATA], 0, "every loaded block is checked against its tokens");
+}
+
+Test(store, a_request_shorter_than_a_block_never_asks_the_store) {
+    C.conn_p = C.conn_d = KV_CONN_STORE;
+    C.n_reqs = 1;
+    C.req[0] = (sim_req_plan){.at_ns = 1000000, .prompt_len = 8, .max_tokens = 4};
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok, 1);
+    cr_assert(R.store.exists == 0 && R.store.puts == 0 && R.store_loads == 0, "no lookup, no save, no load");
+}
+
+Test(store, every_save_covers_every_kv_group) {
+    shared_prefix(KV_CONN_STORE, KV_CONN_STORE);
+    C.n_groups = 3;
+    C.group[1] = (kv_group_cfg){.kind = KV_GROUP_SLIDING, .window = 32};
+    C.group[2] = (kv_group_cfg){.kind = KV_GROUP_MAMBA};
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok, 3);
+    cr_assert_gt(R.armed[KV_INV_SAVE], 0, "INV-SAVE was armed %llu times", (unsigned long long)R.armed[KV_INV_SAVE]);
+    cr_assert_gt(R.store_loads, 0, "hybrid hits need the window and the state at k-1 too");
+}
+
+Test(store, request_finished_holds_blocks_until_the_saves_are_done) {
+    shared_prefix(KV_CONN_STORE, KV_CONN_STORE);
+    run();
+    expect_clean();
+    /* every P request saved something, so each was held and released by
+     * exactly one finished_sending; D (a consumer) never saves */
+    cr_assert_eq(sim_world_engine(W, 0)->stats.finished_sending, 3);
+    cr_assert_eq(sim_world_engine(W, 1)->stats.finished_sending, 0);
+}
+
+Test(store, put_failure_drops_the_save_and_releases_the_pin_once) {
+    shared_prefix(KV_CONN_STORE, KV_CONN_STORE);
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 0, .kind = SIM_F_STORE_PUT_FAIL, .arg = 7};
+    run();
+    expect_clean(); /* no pin leaks (INV-LEAK), none released twice (INV-SAVE) */
+    cr_assert_gt(R.store.failures, 0);
+    cr_assert_eq(R.requests_ok, 3);
+}
+
+Test(store, pool_pressure_turns_on_the_save_skip) {
+    shared_prefix(KV_CONN_STORE, KV_CONN_STORE);
+    run();
+    uint64_t puts = R.store.puts;
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 0, .kind = SIM_F_STORE_PRESSURE, .arg = 0};
+    C.req[1].at_ns = C.req[0].at_ns + 1000; /* inside the skip window */
+    run();
+    expect_clean();
+    cr_assert_lt(R.store.puts, puts, "saves skipped after NO_AVAILABLE_HANDLE (%llu vs %llu puts)",
+                 (unsigned long long)R.store.puts, (unsigned long long)puts);
+}
+
+Test(store, failed_get_is_a_load_error_under_either_policy) {
+    shared_prefix(KV_CONN_STORE, KV_CONN_STORE);
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 60000000, .kind = SIM_F_STORE_GET_FAIL, .arg = 7};
+    C.policy = KV_POLICY_FAIL;
+    run();
+    expect_clean();
+    cr_assert_geq(R.requests_error, 1, "policy fail ends the request in error");
+    C.policy = KV_POLICY_RECOMPUTE;
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok, 3, "policy recompute computes it instead");
+    cr_assert_gt(sim_world_engine(W, 0)->stats.recomputes + sim_world_engine(W, 1)->stats.recomputes, 0);
+}
+
+Test(store, evicted_keys_miss_and_are_not_loaded) {
+    shared_prefix(KV_CONN_STORE, KV_CONN_STORE);
+    run();
+    uint64_t loads = R.store_loads;
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 60000000, .kind = SIM_F_STORE_EVICT, .arg = 255};
+    run();
+    expect_clean();
+    cr_assert_lt(R.store_loads, loads, "request 2's prefix is gone (%llu vs %llu loads)",
+                 (unsigned long long)R.store_loads, (unsigned long long)loads);
+    cr_assert_gt(R.store.evictions, 0);
+}
+
+Test(store, a_tiny_store_evicts_and_stays_consistent) {
+    shared_prefix(KV_CONN_STORE, KV_CONN_STORE);
+    C.store_capacity = 16;
+    run();
+    expect_clean();
+    cr_assert_gt(R.store.evictions, 0);
+}
+
+Test(store, preemption_resets_trackers_and_drops_counters) {
+    C.conn_p = C.conn_d = KV_CONN_STORE;
+    C.pool_blocks_p = C.pool_blocks_d = 24;
+    C.prefix_caching = true;
+    C.n_reqs = 12;
+    for (uint32_t i = 0; i < C.n_reqs; i++)
+        C.req[i] = (sim_req_plan){.at_ns = 1000000ull * (i + 1), .prompt_len = 100 + 9 * i, .max_tokens = 20,
+                                  .prefix_group = i % 2, .prefix_len = 64};
+    run();
+    expect_clean();
+    cr_assert_gt(sim_world_engine(W, 0)->stats.preemptions + sim_world_engine(W, 1)->stats.preemptions, 0);
+}
+
+/* ---- MultiConnector ------------------------------------------------------------ */
+
+Test(multi, p2p_first_is_chosen_and_the_store_hit_is_a_rejected_load) {
+    shared_prefix(KV_CONN_MULTI_P2P_STORE, KV_CONN_MULTI_P2P_STORE);
+    hybrid();
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok, 3);
+    cr_assert_geq(R.rejected_loads, 1, "D's store child had a hit the p2p child won");
+    cr_assert_gt(R.armed[KV_INV_DATA], 0, "P2P blocks and P's store loads are verified");
+}
+
+Test(multi, seed003_store_empty_block_table_saves_with_no_table) {
+    shared_prefix(KV_CONN_MULTI_P2P_STORE, KV_CONN_MULTI_P2P_STORE);
+    hybrid();
+    C.bugs = KV_BUG_STORE_EMPTY_BLOCK_TABLE;
+    run();
+    expect_violation(KV_INV_SAVE, "IndexError");
+}
+
+Test(multi, seed003_store_rejected_load_save_saves_blocks_never_computed) {
+    shared_prefix(KV_CONN_MULTI_P2P_STORE, KV_CONN_MULTI_P2P_STORE);
+    hybrid();
+    C.bugs = KV_BUG_STORE_REJECTED_LOAD_SAVE;
+    run();
+    expect_violation(KV_INV_SAVE, "never computed");
+}
+
+Test(multi, store_first_is_chosen_and_the_p2p_child_empty_pulls) {
+    shared_prefix(KV_CONN_MULTI_STORE_P2P, KV_CONN_MULTI_STORE_P2P);
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok, 3);
+    /* D's request 2 loads from the store; the p2p child got USAA with 0
+     * tokens, so its empty pull told P to free without a transfer */
+    cr_assert_geq(R.store_loads, 2);
+    cr_assert_geq(R.rejected_loads, 1, "the p2p child's remote prefill lost to the store");
+}
+
+Test(multi, finished_sending_once_when_both_children_hold_the_blocks) {
+    shared_prefix(KV_CONN_MULTI_P2P_STORE, KV_CONN_MULTI_P2P_STORE);
+    run();
+    expect_clean(); /* a second finished_sending would be INV-STRAY */
+    cr_assert_eq(sim_world_engine(W, 0)->stats.finished_sending, 3, "one per request, after the last child");
+}
+
+Test(multi, store_only_p_with_p2p_d_mixes_cleanly) {
+    shared_prefix(KV_CONN_MULTI_P2P_STORE, KV_CONN_P2P);
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok, 3);
+}
