@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kvsim through its command line, as a user runs it:
 #  - 20,000 generated seeds with every switch off: no violation;
-#  - each P2P bug switch: a sweep of at most 10,000 seeds finds the right
+#  - each bug switch (P2P and store): a sweep of at most 10,000 seeds finds the right
 #    invariant, and `kvsim run` of the printed scenario (as .kvs) reproduces it
 #    with the same exit code;
 #  - bad input and usage errors get their own exit codes and a message.
@@ -17,7 +17,8 @@ j=$($K sweep --seeds 1..20000 --jobs 2 --json) || fail "clean sweep exited $?"
 [ "$(echo "$j" | field "['runs']")" = 20000 ] || fail "clean sweep ran $(echo "$j" | field "['runs']") seeds"
 echo "  20000 seeds, switches off: 0 violations ($(echo "$j" | field "['events_per_s']") events/s on 2 jobs)"
 
-for spec in err_early_return:INV-LIVE:2 recv_map_race:INV-OWNER:1 empty_pull_completion:SCHED-ASSERT:1; do
+for spec in err_early_return:INV-LIVE:2 recv_map_race:INV-OWNER:1 empty_pull_completion:SCHED-ASSERT:1 \
+            store_empty_block_table:INV-SAVE:1 store_rejected_load_save:INV-SAVE:1; do
   IFS=: read -r bug inv code <<<"$spec"
   j=$($K sweep --seeds 1..10000 --bug "$bug" --stop --json); rc=$?
   seed=$(echo "$j" | field "['first_violation_seed']")
@@ -27,7 +28,7 @@ for spec in err_early_return:INV-LIVE:2 recv_map_race:INV-OWNER:1 empty_pull_com
   $K run --seed "$seed" --bug "$bug" > "$tmp/run.txt"; rc=$?
   [ "$rc" = "$code" ] || fail "$bug run --seed $seed exit $rc, want $code"
   grep -q "VIOLATION $inv" "$tmp/run.txt" || fail "$bug run --seed $seed: no $inv"
-  sed -n '/^kvs 1/,$p' "$tmp/run.txt" > "$tmp/repro.kvs"
+  sed -n '/^kvs [0-9]/,$p' "$tmp/run.txt" > "$tmp/repro.kvs"
   $K run "$tmp/repro.kvs" > "$tmp/replay.txt"; rc=$?
   [ "$rc" = "$code" ] || fail "$bug replay of the printed scenario exit $rc, want $code"
   grep -q "VIOLATION $inv" "$tmp/replay.txt" || fail "$bug replay: no $inv"
