@@ -76,11 +76,14 @@ static void tag_blocks(kv_engine *e, kv_sreq *s, kv_block_tag tag) {
             if (s->r.blocks.id[g][i] != KV_NULL_BLOCK) kv_pool_tag(&e->pool[g], s->r.blocks.id[g][i], tag);
 }
 
+static void forget_cached(kv_sreq *s);
+
 static void free_blocks(kv_engine *e, kv_sreq *s) {
     for (uint32_t g = 0; g < s->r.blocks.n_groups; g++) {
         kv_pool_free(&e->pool[g], s->r.blocks.id[g], s->r.blocks.n[g]);
         s->r.blocks.n[g] = 0;
     }
+    forget_cached(s);
 }
 
 /* The one real block of a mamba-like group (its state), or the null block. */
@@ -136,18 +139,26 @@ static void remove_skipped(kv_engine *e, kv_sreq *s) {
     }
 }
 
-/* Cache every full block of tokens [0, upto) in full and sliding groups. */
+/* Cache every full block of tokens [0, upto) in full and sliding groups;
+ * positions cached by an earlier call are not hashed again (a block, once
+ * full, never changes; the count restarts when the request loses its
+ * blocks: forget_cached). */
 static void cache_blocks(kv_engine *e, kv_sreq *s, uint32_t upto) {
     if (!e->cfg.prefix_caching) return;
     uint32_t full = upto / e->cfg.block_size;
-    for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
-        if (e->cfg.group[g].kind == KV_GROUP_MAMBA) continue;
-        uint64_t h = 0;
-        for (uint32_t pos = 0; pos < full && pos < s->r.blocks.n[g]; pos++) {
-            h = kv_block_hash(&s->tokens, h, pos, e->cfg.block_size, g);
+    for (uint32_t pos = s->cached_blocks; pos < full && pos < KV_REQ_BLOCKS_MAX; pos++) {
+        for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
+            uint64_t h = s->cache_parent[g] = kv_block_hash(&s->tokens, s->cache_parent[g], pos, e->cfg.block_size, g);
+            if (e->cfg.group[g].kind == KV_GROUP_MAMBA || pos >= s->r.blocks.n[g]) continue;
             if (s->r.blocks.id[g][pos] != KV_NULL_BLOCK) kv_pool_cache(&e->pool[g], s->r.blocks.id[g][pos], h);
         }
+        s->cached_blocks = pos + 1;
     }
+}
+
+static void forget_cached(kv_sreq *s) {
+    s->cached_blocks = 0;
+    memset(s->cache_parent, 0, sizeof s->cache_parent);
 }
 
 static uint32_t sw_blocks(const kv_engine *e, uint32_t g) {
@@ -172,11 +183,13 @@ static uint32_t prefix_hit_blocks(const kv_engine *e, const kv_sreq *s) {
     uint64_t hash[KV_REQ_BLOCKS_MAX][KV_GROUPS_MAX];
     uint64_t parent[KV_GROUPS_MAX] = {0};
     uint32_t k = 0;
-    for (; k < max_k && k < KV_REQ_BLOCKS_MAX; k++) {
-        for (uint32_t g = 0; g < e->cfg.n_groups; g++)
-            parent[g] = hash[k][g] = kv_block_hash(&s->tokens, parent[g], k, bs, g);
+    for (; k < max_k && k < KV_REQ_BLOCKS_MAX; k++) { /* group 0 first: most lookups stop early */
+        parent[0] = hash[k][0] = kv_block_hash(&s->tokens, parent[0], k, bs, 0);
         if (!kv_pool_lookup(&e->pool[0], hash[k][0])) break;
     }
+    for (uint32_t g = 1; g < e->cfg.n_groups; g++)
+        for (uint32_t pos = 0; pos < k; pos++)
+            parent[g] = hash[pos][g] = kv_block_hash(&s->tokens, parent[g], pos, bs, g);
     for (; k > 0; k--) { /* every other group must also have what it needs */
         bool ok = true;
         for (uint32_t g = 1; g < e->cfg.n_groups && ok; g++)

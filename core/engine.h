@@ -140,6 +140,8 @@ typedef struct kv_sreq {
     uint32_t recv_votes;    /* ranks that reported finished_recving */
     uint32_t send_votes;    /* ranks that reported finished_sending */
     uint32_t phase;         /* kv_phase */
+    uint32_t cached_blocks; /* positions [0, cached_blocks) are in the prefix cache */
+    uint64_t cache_parent[KV_GROUPS_MAX]; /* prefix hash of position cached_blocks - 1 */
 } kv_sreq;
 
 typedef struct kv_engine_stats {

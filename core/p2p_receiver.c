@@ -171,8 +171,7 @@ static void arm_timer(kv_p2p_receiver *r, uint32_t slot, uint32_t ti) {
 static kv_status send_meta(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
     kv_worker *w = r->w;
     kv_wire_xfer_meta *m = &r->msg.u.meta;
-    r->msg.type = KV_WIRE_XFER_META;
-    memset(m, 0, sizeof *m);
+    kv_wire_msg_reset(&r->msg, KV_WIRE_XFER_META);
     m->d_engine = w->cfg.index;
     m->d_tp_size = w->cfg.tp;
     m->d_tp_rank = w->rank;

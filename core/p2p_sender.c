@@ -28,7 +28,14 @@
 #include "core/p2p.h"
 
 #define SND_ENTRIES_MAX (KV_ENGINE_REQS_MAX * 2u)
-#define SND_PULLS_MAX 16u
+#define SND_PULLS_MAX 32u
+/* Request slots shared by all pulls (a pull takes n_reqs contiguous ones):
+ * D batches one or a few requests per pull, so a pool keeps the sender
+ * small while many pulls wait at once. */
+#define SND_PREQS_MAX 64u
+/* Largest XFER_RESP: header, three u32, two lists of KV_PULL_REQS_MAX ids,
+ * the error message. */
+#define SND_RESP_MAX (KV_WIRE_HDR_BYTES + 12u + 2u * (2u + 4u * KV_PULL_REQS_MAX) + 2u + KV_ERR_MSG_MAX)
 
 typedef struct snd_entry {
     bool used;
@@ -63,11 +70,12 @@ typedef struct snd_pull {
     uint32_t batch, d_engine, d_tp, d_rank;
     kvt_desc region[KV_GROUPS_MAX];
     uint32_t d_block_bytes;
-    uint32_t n_reqs;
-    snd_preq req[KV_PULL_REQS_MAX];
     uint32_t outstanding;  /* batches of the current round */
     bool round_failed;
     int32_t provider_err;
+    uint32_t n_reqs;
+    uint32_t base;         /* its first slot in the sender's request pool */
+    snd_preq *req;         /* = &pool[base], n_reqs of them */
 } snd_pull;
 
 typedef struct kv_m_snd_timer {
@@ -82,12 +90,14 @@ struct kv_p2p_sender {
     kvt_addr addr;
     snd_entry entry[SND_ENTRIES_MAX];
     snd_pull pull[SND_PULLS_MAX];
+    snd_preq preq[SND_PREQS_MAX];
+    bool preq_used[SND_PREQS_MAX];
     uint32_t fault_exception, fault_err_req, fault_drop_resp; /* armed counts */
     uint32_t next_timer;   /* timer ids never repeat, even across slot reuse */
     kv_wire_msg msg;       /* scratch: decode and encode */
     kv_wire_xfer_meta pull_in; /* the pull being handled (msg is reused to respond) */
     kvt_write writes[KVT_BATCH_WRITES_MAX];
-    uint8_t buf[KV_WIRE_MAX];
+    uint8_t buf[SND_RESP_MAX]; /* encodes responses only (they are small) */
 };
 
 #define SND_ENV(s) ((s)->w->env)
@@ -148,7 +158,24 @@ static void respond(kv_p2p_sender *s, snd_pull *p, uint32_t status, const char *
         kvt_send_ctrl(s->w->t, s->ep, p->ctrl_peer, s->buf, (uint32_t)len);
 }
 
-static void release_pull(snd_pull *p) { memset(p, 0, sizeof *p); }
+/* n contiguous free request slots; SND_PREQS_MAX when there are none. */
+static uint32_t preq_take(kv_p2p_sender *s, uint32_t n) {
+    for (uint32_t base = 0, run = 0; base + run < SND_PREQS_MAX;) {
+        if (s->preq_used[base + run]) {
+            base += run + 1;
+            run = 0;
+        } else if (++run == n) {
+            for (uint32_t i = base; i < base + n; i++) s->preq_used[i] = true;
+            return base;
+        }
+    }
+    return n ? SND_PREQS_MAX : 0;
+}
+
+static void release_pull(kv_p2p_sender *s, snd_pull *p) {
+    for (uint32_t i = 0; i < p->n_reqs; i++) s->preq_used[p->base + i] = false;
+    memset(p, 0, sizeof *p);
+}
 
 static uint32_t waiting_reqs(const snd_pull *p) {
     uint32_t n = 0;
@@ -173,7 +200,7 @@ static void fail_waiting(kv_p2p_sender *s, snd_pull *p) {
 static void expire_waiting(kv_p2p_sender *s, snd_pull *p) {
     fail_waiting(s, p);
     respond(s, p, KV_XFER_FINISH, "Timeout waiting for P side ready.");
-    release_pull(p);
+    release_pull(s, p);
 }
 
 static void complete_round(kv_p2p_sender *s, uint32_t slot);
@@ -288,7 +315,7 @@ static void complete_round(kv_p2p_sender *s, uint32_t slot) {
     snprintf(msg, sizeof msg, "Mooncake transfer engine returned %d", p->provider_err);
     bool more = waiting_reqs(p) > 0;
     respond(s, p, more ? KV_XFER_CONTINUE : KV_XFER_FINISH, p->round_failed ? msg : NULL);
-    if (!more || p->dead) release_pull(p);
+    if (!more || p->dead) release_pull(s, p);
     else try_progress(s, slot);
 }
 
@@ -331,17 +358,20 @@ static void on_pull(kv_p2p_sender *s, kvt_peer peer, const kv_wire_xfer_meta *m)
     uint32_t slot = UINT32_MAX;
     for (uint32_t i = 0; i < SND_PULLS_MAX && slot == UINT32_MAX; i++)
         if (!s->pull[i].used) slot = i;
+    uint32_t base = slot == UINT32_MAX ? SND_PREQS_MAX : preq_take(s, m->n_reqs);
     kvt_peer data_peer = KVT_NONE;
-    if (slot == UINT32_MAX || kvt_connect(s->w->t, s->ep, &m->d_addr, &data_peer) != KV_OK) {
-        whole_error(s, peer, m->batch, slot == UINT32_MAX ? "sender busy" : "cannot reach D");
+    if (base == SND_PREQS_MAX || kvt_connect(s->w->t, s->ep, &m->d_addr, &data_peer) != KV_OK) {
+        if (base != SND_PREQS_MAX)
+            for (uint32_t i = 0; i < m->n_reqs; i++) s->preq_used[base + i] = false;
+        whole_error(s, peer, m->batch, base == SND_PREQS_MAX ? "sender busy" : "cannot reach D");
         return;
     }
     snd_pull *p = &s->pull[slot];
     uint32_t gen = p->gen + 1;
-    memset(p, 0, sizeof *p);
     *p = (snd_pull){.used = true, .gen = gen, .ctrl_peer = peer, .data_peer = data_peer,
                     .batch = m->batch, .d_engine = m->d_engine, .d_tp = m->d_tp_size,
-                    .d_rank = m->d_tp_rank, .d_block_bytes = m->block_bytes, .n_reqs = m->n_reqs};
+                    .d_rank = m->d_tp_rank, .d_block_bytes = m->block_bytes, .n_reqs = m->n_reqs,
+                    .base = base, .req = &s->preq[base]};
     memcpy(p->region, m->region, sizeof p->region);
     for (uint32_t i = 0; i < m->n_reqs; i++) {
         p->req[i] = (snd_preq){.d_req = m->req[i].d_req, .tid = m->req[i].transfer_id,
@@ -436,7 +466,7 @@ static void on_event(kv_p2p_sender *s, const kv_msg *m) {
             if (!p->used || (p->ctrl_peer != ev->peer && p->data_peer != ev->peer)) continue;
             p->dead = true;
             fail_waiting(s, p);
-            if (!p->outstanding) release_pull(p);
+            if (!p->outstanding) release_pull(s, p);
         }
         return;
     case KVT_EV_CTRL: break;

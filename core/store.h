@@ -38,8 +38,11 @@
 #define KV_STORE_OP_TIMEOUT_NS 1000000000ull
 /* How long saves are skipped after the store reported pool pressure. */
 #define KV_STORE_PRESSURE_SKIP_NS 200000000ull
-/* Jobs a send or receive actor queues. */
-#define KV_STORE_JOBS_MAX 64u
+/* Jobs a send or receive actor queues (more are failed at once, the pin
+ * still released). */
+#define KV_STORE_JOBS_MAX 24u
+/* Largest store message (an EXIST of KV_STORE_KEYS_MAX keys). */
+#define KV_STORE_WIRE_MAX (KV_WIRE_HDR_BYTES + 6u + KV_STORE_KEYS_MAX * 12u)
 /* Bytes of one block (one worker's share) a save snapshot holds; the store
  * connector needs block_bytes <= this. */
 #define KV_STORE_SNAP_BYTES 64u
@@ -176,7 +179,7 @@ typedef struct kv_store_chan {
     uint32_t seq;             /* of the operation in flight (0: none) */
     uint32_t next_seq;
     uint32_t timer_kind;      /* message kind of this actor's timeout */
-    uint8_t buf[KV_WIRE_MAX];
+    uint8_t buf[KV_STORE_WIRE_MAX];
     kv_wire_msg msg;          /* scratch: the request being sent, the reply decoded */
 } kv_store_chan;
 kv_status kv_store_chan_open(kv_store_chan *c, kv_worker *w, uint32_t actor, uint32_t timer_kind);

@@ -6,6 +6,9 @@
 #include "core/msgs.h"
 #include "core/store.h"
 
+_Static_assert(KV_WIRE_HDR_BYTES + 10u + KV_STORE_BATCH_MAX * (12u + KV_STORE_BLOCK_BYTES_MAX) <= KV_STORE_WIRE_MAX,
+               "a full PUT fits a store channel's buffer");
+
 kv_store_key kv_store_key_of(uint64_t hash, uint32_t head_lo, uint32_t head_hi) {
     return (kv_store_key){.hash = hash, .heads = head_lo << 16 | head_hi};
 }
@@ -26,8 +29,7 @@ bool kv_store_needs(const kv_engine_cfg *cfg, uint32_t g, uint32_t pos, uint32_t
 }
 
 kv_status kv_store_chan_open(kv_store_chan *c, kv_worker *w, uint32_t actor, uint32_t timer_kind) {
-    memset(c, 0, sizeof *c);
-    c->w = w;
+    c->w = w; /* c is part of a freshly allocated (zeroed) actor */
     c->actor = actor;
     c->peer = KVT_NONE;
     c->next_seq = 1;

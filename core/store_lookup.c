@@ -23,7 +23,7 @@ struct kv_store_lookup {
     kv_owner owner;
     kv_worker *w;                     /* borrowed: immutable parts */
     kv_store_chan chan;
-    kv_m_store_lookup q[KV_STORE_JOBS_MAX]; /* q[head .. head+n) */
+    kv_m_store_lookup q[KV_ENGINE_REQS_MAX]; /* q[head .. head+n): at most one per request */
     uint32_t head, n;
     bool busy;
     uint32_t max_k;                   /* of the lookup in flight */
@@ -37,7 +37,7 @@ static void reply(kv_store_lookup *l, const kv_m_store_lookup *q, uint32_t hit) 
 static const kv_m_store_lookup *current(const kv_store_lookup *l) { return &l->q[l->head]; }
 
 static void pop(kv_store_lookup *l) {
-    l->head = (l->head + 1) % KV_STORE_JOBS_MAX;
+    l->head = (l->head + 1) % KV_ENGINE_REQS_MAX;
     l->n--;
     l->busy = false;
 }
@@ -54,8 +54,7 @@ static void start_next(kv_store_lookup *l) {
             continue;
         }
         kv_wire_store *m = &l->chan.msg.u.store;
-        memset(&l->chan.msg, 0, sizeof l->chan.msg);
-        l->chan.msg.type = KV_WIRE_STORE_EXIST;
+        kv_wire_msg_reset(&l->chan.msg, KV_WIRE_STORE_EXIST);
         uint64_t hash[KV_REQ_BLOCKS_MAX];
         for (uint32_t g = 0; g < cfg->n_groups; g++) {
             kv_store_hashes(&q->tokens, cfg->block_size, g, l->max_k, hash);
@@ -106,11 +105,11 @@ static void lookup_handle(void *self, const kv_msg *m) {
     kv_owner_check(l->w->env, &l->owner, l->w->cfg.index);
     switch (m->kind) {
     case KV_M_STORE_LOOKUP:
-        if (l->n == KV_STORE_JOBS_MAX) { /* never more than the engine's requests */
+        if (l->n == KV_ENGINE_REQS_MAX) { /* never more than the engine's requests */
             reply(l, m->payload, 0);
             return;
         }
-        l->q[(l->head + l->n++) % KV_STORE_JOBS_MAX] = *(const kv_m_store_lookup *)m->payload;
+        l->q[(l->head + l->n++) % KV_ENGINE_REQS_MAX] = *(const kv_m_store_lookup *)m->payload;
         start_next(l);
         break;
     case KV_M_STORE_LOOKUP_TIMEOUT:

@@ -60,8 +60,7 @@ static void job_done(kv_store_receiver *r) {
 static bool get_batch(kv_store_receiver *r) {
     if (r->next >= r->n_items) return false;
     kv_wire_store *m = &r->chan.msg.u.store;
-    memset(&r->chan.msg, 0, sizeof r->chan.msg);
-    r->chan.msg.type = KV_WIRE_STORE_GET;
+    kv_wire_msg_reset(&r->chan.msg, KV_WIRE_STORE_GET);
     m->block_bytes = r->w->block_bytes;
     r->batch_n = r->n_items - r->next < KV_STORE_BATCH_MAX ? r->n_items - r->next : KV_STORE_BATCH_MAX;
     for (uint32_t i = 0; i < r->batch_n; i++)

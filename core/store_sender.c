@@ -67,8 +67,7 @@ static void job_done(kv_store_sender *s, uint32_t saved, int32_t status) {
 static void encode_keys(kv_store_sender *s, uint32_t type) {
     const kv_m_store_save *j = current(s);
     kv_wire_store *m = &s->chan.msg.u.store;
-    memset(&s->chan.msg, 0, sizeof s->chan.msg);
-    s->chan.msg.type = type;
+    kv_wire_msg_reset(&s->chan.msg, type);
     m->block_bytes = s->w->block_bytes;
     for (uint32_t i = 0; i < s->n_keep; i++) {
         const kv_store_snap *e = &j->e[s->keep[i]];

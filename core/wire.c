@@ -42,11 +42,13 @@
  * Decode rejects, with KV_EPROTO: a short header, wrong magic, unknown type,
  * payload_len != len - 8, any count over its bound, any read past the end,
  * and trailing bytes; a version other than KV_WIRE_VERSION gives KV_EVERSION.
- * On error the output is zeroed. On success every field not carried on the
- * wire is zero, so the encoding is canonical: encode(decode(b)) == b for
- * every accepted b. Encode checks the same bounds (KV_EINVAL) and the
+ * On error the output is zeroed. On success every scalar not carried on the
+ * wire is zero and array entries past their counts are never read, so the
+ * encoding is canonical: encode(decode(b)) == b for every accepted b. (A
+ * message is ~40 KiB at capacity; decode touches only what it carries.) Encode checks the same bounds (KV_EINVAL) and the
  * buffer capacity (KV_ENOMEM); bounds win over capacity. */
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "kvconn/wire.h"
@@ -226,6 +228,25 @@ static kv_status w_payload(wcur *w, const kv_wire_msg *m) {
     case KV_WIRE_STORE_GET_REPLY: return w_store(w, m->type, &m->u.store);
     default: return KV_EINVAL;
     }
+}
+
+void kv_wire_msg_reset(kv_wire_msg *m, uint32_t type) {
+    m->type = type;
+    switch ((kv_wire_type)type) {
+    case KV_WIRE_XFER_META: memset(&m->u.meta, 0, offsetof(kv_wire_xfer_meta, req)); return;
+    case KV_WIRE_XFER_RESP: memset(&m->u.resp, 0, sizeof m->u.resp); return;
+    case KV_WIRE_BOOT_REG:
+    case KV_WIRE_BOOT_QUERY:
+    case KV_WIRE_BOOT_REPLY: memset(&m->u.boot, 0, sizeof m->u.boot); return;
+    case KV_WIRE_STORE_EXIST:
+    case KV_WIRE_STORE_EXIST_REPLY:
+    case KV_WIRE_STORE_PUT:
+    case KV_WIRE_STORE_PUT_REPLY:
+    case KV_WIRE_STORE_GET:
+    case KV_WIRE_STORE_GET_REPLY: memset(&m->u.store, 0, offsetof(kv_wire_store, key)); return;
+    }
+    memset(m, 0, sizeof *m);
+    m->type = type;
 }
 
 kv_status kv_wire_encode(const kv_wire_msg *m, uint8_t *buf, size_t cap, size_t *out_len) {
@@ -443,12 +464,13 @@ static void r_payload(rcur *r, kv_wire_msg *out) {
 
 kv_status kv_wire_decode(const uint8_t *buf, size_t len, kv_wire_msg *out) {
     if (!out) return KV_EINVAL;
-    memset(out, 0, sizeof *out);
-    if (!buf) return len ? KV_EINVAL : KV_EPROTO;
     uint32_t type = 0;
-    kv_status st = r_header(buf, len, &type);
-    if (st != KV_OK) return st;
-    out->type = type;
+    kv_status st = buf ? r_header(buf, len, &type) : len ? KV_EINVAL : KV_EPROTO;
+    if (st != KV_OK) {
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    kv_wire_msg_reset(out, type);
     rcur r = {.p = buf + KV_WIRE_HDR_BYTES, .len = len - KV_WIRE_HDR_BYTES, .pos = 0, .bad = false};
     r_payload(&r, out);
     if (r.bad || r.pos != r.len) {

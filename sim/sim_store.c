@@ -136,8 +136,7 @@ static void on_request(sim_store *s, kvt_peer peer, const uint8_t *bytes, uint32
         }
         uint32_t seq = m->seq;
         int32_t status = m->status;
-        memset(&s->msg, 0, sizeof s->msg);
-        s->msg.type = KV_WIRE_STORE_PUT_REPLY;
+        kv_wire_msg_reset(&s->msg, KV_WIRE_STORE_PUT_REPLY);
         m->seq = seq;
         m->status = status;
         break;

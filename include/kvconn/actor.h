@@ -87,7 +87,12 @@ void kv_owner_check_slow(const kv_env *env, const kv_owner *o, uint32_t engine);
             kv_owner_check_slow((env), (o), (engine));                                    \
     } while (0)
 #else
-#define kv_owner_check(env, o, engine) ((void)0)
+#define kv_owner_check(env, o, engine) \
+    do {                                \
+        (void)(env);                    \
+        (void)(o);                      \
+        (void)(engine);                 \
+    } while (0)
 #endif
 
 #endif

@@ -115,11 +115,19 @@ typedef struct kv_wire_msg {
     } u;
 } kv_wire_msg;
 
+/* Makes m an empty message of `type`: the type and every scalar field of
+ * its member are zero; array entries past their counts are left as they
+ * are (encode never reads them), so this is cheap whatever the message's
+ * capacity. Fill counts and entries after it. */
+void kv_wire_msg_reset(kv_wire_msg *m, uint32_t type);
+
 /* Encodes m into buf[cap]; KV_EINVAL if m is out of its own bounds,
  * KV_ENOMEM if cap is too small. */
 kv_status kv_wire_encode(const kv_wire_msg *m, uint8_t *buf, size_t cap, size_t *out_len);
-/* Decodes exactly len bytes. On error *out is zeroed and nothing else is
- * written. */
+/* Decodes exactly len bytes. On success the fields the message carries are
+ * set and every other scalar of its member is zero; array entries past
+ * their counts are unspecified (as after kv_wire_msg_reset). On error *out
+ * is zeroed and nothing else is written. */
 kv_status kv_wire_decode(const uint8_t *buf, size_t len, kv_wire_msg *out);
 
 #endif
