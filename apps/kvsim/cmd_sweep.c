@@ -11,6 +11,8 @@
 #include "sim/gen.h"
 #include "sim/scenario.h"
 #include "sim/sweep.h"
+#include "replay/db.h"
+#include "replay/finding.h"
 
 typedef struct progress_ctx {
     int tty;
@@ -30,8 +32,12 @@ static void progress(void *ctx, uint64_t done, uint64_t total, const sim_sweep *
 static void sweep_table(const sim_sweep *s, double secs) {
     printf("runs %" PRIu64 "   violations %" PRIu64 "   simulator errors %" PRIu64 "   wall %.2f s\n", s->runs,
            s->violations, s->sim_errors, secs);
-    printf("events %" PRIu64 " (%.0f events/s)   request lifecycles %" PRIu64 " (%.0f/s)\n\n", s->events,
+    printf("events %" PRIu64 " (%.0f events/s)   request lifecycles %" PRIu64 " (%.0f/s)\n", s->events,
            (double)s->events / secs, s->requests, (double)s->requests / secs);
+    printf("connectors (runs by P's configuration):");
+    for (uint32_t k = 1; k < KV_CONN_KIND_COUNT; k++) printf(" %s %" PRIu64, kv_conn_kind_name(k), s->conn_runs[k]);
+    printf("\nstore jobs: %" PRIu64 " saves, %" PRIu64 " loads   rejected speculative loads %" PRIu64 "\n\n",
+           s->store_saves, s->store_loads, s->rejected_loads);
     printf("%-14s %12s %14s %s\n", "invariant", "violations", "armed", "first seed");
     for (uint32_t i = 0; i < KV_INV_COUNT; i++) {
         printf("%-14s %12" PRIu64 " %14" PRIu64 " ", kv_inv_name((kv_inv)i), s->by_inv[i], s->armed[i]);
@@ -55,9 +61,10 @@ static void sweep_table(const sim_sweep *s, double secs) {
 
 static void sweep_json(const sim_sweep *s, double secs) {
     printf("{\"runs\":%" PRIu64 ",\"violations\":%" PRIu64 ",\"sim_errors\":%" PRIu64 ",\"wall_s\":%.3f,"
-           "\"events\":%" PRIu64 ",\"events_per_s\":%.0f,\"requests\":%" PRIu64 ",\"requests_per_s\":%.0f,\"by_invariant\":{",
+           "\"events\":%" PRIu64 ",\"events_per_s\":%.0f,\"requests\":%" PRIu64 ",\"requests_per_s\":%.0f,"
+           "\"store_saves\":%" PRIu64 ",\"store_loads\":%" PRIu64 ",\"rejected_loads\":%" PRIu64 ",\"by_invariant\":{",
            s->runs, s->violations, s->sim_errors, secs, s->events, (double)s->events / secs, s->requests,
-           (double)s->requests / secs);
+           (double)s->requests / secs, s->store_saves, s->store_loads, s->rejected_loads);
     for (uint32_t i = 0; i < KV_INV_COUNT; i++)
         printf("%s\"%s\":{\"violations\":%" PRIu64 ",\"armed\":%" PRIu64 "}", i ? "," : "", kv_inv_name((kv_inv)i),
                s->by_inv[i], s->armed[i]);
@@ -67,11 +74,55 @@ static void sweep_json(const sim_sweep *s, double secs) {
     printf("}\n");
 }
 
-static kv_status sweep_one(const kvsim_opts *o, uint32_t si, uint32_t sn, progress_ctx *pc, sim_sweep *s) {
+/* --db FILE: every violation recorded as it happens, one transaction each,
+ * by the process that found it (each --jobs child opens its own
+ * connection). The run row is made before and finished after the sweep. */
+typedef struct db_sink {
+    const char *path;         /* NULL: no --db */
+    int64_t run;
+    replay_db *db;            /* opened at the first finding, in the finding process */
+    sim_world *w;             /* replay_fit's re-run */
+    uint64_t recorded, new_cases;
+    bool failed;              /* a write failed: the first error was printed, the rest skipped */
+    replay_err err;
+} db_sink;
+
+static void record_finding(void *ctx, uint64_t seed, const sim_world_cfg *cfg, const sim_result *r) {
+    db_sink *k = ctx;
+    if (k->failed) return;
+    kv_status st = KV_OK;
+    if (!k->db) {
+        st = replay_db_open(k->path, REPLAY_DB_WRITE, &k->db, &k->err);
+        if (st == KV_OK && sim_world_new(&k->w) != KV_OK) st = replay_fail(&k->err, REPLAY_E_IO, "out of memory");
+    }
+    replay_source src = {.origin = REPLAY_ORIGIN_SWEEP, .have_seed = true, .seed = seed};
+    replay_recorded rec = {0};
+    replay_fit_how how = REPLAY_FIT_SAME;
+    if (st == KV_OK) st = replay_record_run(k->db, k->run, k->w, cfg, r, &src, &rec, &how, &k->err);
+    if (st != KV_OK) {
+        k->failed = true;
+        fprintf(stderr, "kvsim sweep: --db %s: %s\n", k->path, k->err.msg);
+        return;
+    }
+    k->recorded += how != REPLAY_FIT_LOST;
+    k->new_cases += rec.is_new;
+}
+
+static void sink_close(db_sink *k) {
+    replay_db_close(k->db);
+    sim_world_free(k->w);
+    k->db = NULL;
+    k->w = NULL;
+}
+
+static kv_status sweep_one(const kvsim_opts *o, uint32_t si, uint32_t sn, progress_ctx *pc, db_sink *k, sim_sweep *s) {
     sim_world *w;
     if (sim_world_new(&w) != KV_OK) return KV_ENOMEM;
-    kv_status st = sim_sweep_run(w, o->from, o->to, o->bugs, o->stop, si, sn, pc ? progress : NULL, pc, s);
+    sim_sweep_hooks h = {.progress = pc ? progress : NULL, .progress_ctx = pc,
+                         .finding = k && k->path ? record_finding : NULL, .finding_ctx = k};
+    kv_status st = sim_sweep_run_hooks(w, o->from, o->to, o->bugs, o->stop, si, sn, &h, s);
     sim_world_free(w);
+    if (k) sink_close(k);
     return st;
 }
 
@@ -81,6 +132,10 @@ static void sweep_merge(sim_sweep *into, const sim_sweep *s) {
     into->sim_errors += s->sim_errors;
     into->events += s->events;
     into->requests += s->requests;
+    into->rejected_loads += s->rejected_loads;
+    into->store_saves += s->store_saves;
+    into->store_loads += s->store_loads;
+    for (uint32_t k = 0; k < KV_CONN_KIND_COUNT; k++) into->conn_runs[k] += s->conn_runs[k];
     for (uint32_t i = 0; i < KV_INV_COUNT; i++) {
         if (s->by_inv[i] && (!into->by_inv[i] || s->first_seed[i] < into->first_seed[i])) into->first_seed[i] = s->first_seed[i];
         into->by_inv[i] += s->by_inv[i];
@@ -96,7 +151,7 @@ static void sweep_merge(sim_sweep *into, const sim_sweep *s) {
 
 /* --jobs N: N child processes, shard i/N each (within the --shard given),
  * results back through a pipe as the raw summary struct. */
-static kv_status sweep_jobs(const kvsim_opts *o, sim_sweep *s) {
+static kv_status sweep_jobs(const kvsim_opts *o, db_sink *k, sim_sweep *s) {
     int fds[64];
     pid_t pids[64];
     for (uint32_t j = 0; j < o->jobs; j++) {
@@ -108,9 +163,9 @@ static kv_status sweep_jobs(const kvsim_opts *o, sim_sweep *s) {
             close(p[0]);
             static sim_sweep mine;
             sim_sweep_init(&mine);
-            kv_status st = sweep_one(o, o->shard_i * o->jobs + j, o->shard_n * o->jobs, NULL, &mine);
+            kv_status st = sweep_one(o, o->shard_i * o->jobs + j, o->shard_n * o->jobs, NULL, k, &mine);
             ssize_t n = write(p[1], &mine, sizeof mine);
-            _exit(st == KV_OK && n == (ssize_t)sizeof mine ? 0 : 1);
+            _exit(st == KV_OK && n == (ssize_t)sizeof mine ? (k->failed ? 2 : 0) : 1);
         }
         close(p[1]);
         fds[j] = p[0];
@@ -128,7 +183,8 @@ static kv_status sweep_jobs(const kvsim_opts *o, sim_sweep *s) {
         close(fds[j]);
         int wst = 0;
         waitpid(pids[j], &wst, 0);
-        if (got != sizeof part || !WIFEXITED(wst) || WEXITSTATUS(wst)) st = KV_EIO;
+        if (got == sizeof part && WIFEXITED(wst) && WEXITSTATUS(wst) == 2) k->failed = true;
+        if (got != sizeof part || !WIFEXITED(wst) || (WEXITSTATUS(wst) && WEXITSTATUS(wst) != 2)) st = KV_EIO;
         else sweep_merge(s, &part);
     }
     return st;
@@ -150,29 +206,86 @@ static int sweep_hashes(const kvsim_opts *o) {
     return EXIT_CLEAN;
 }
 
-static int cmd_sweep(int argc, char **argv) {
+/* Takes "--db FILE" out of argv (the shared option parser does not know
+ * it); returns the new argc. */
+static int take_db_opt(int argc, char **argv, char **args, const char **path) {
+    int n = 0;
+    *path = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (i >= 2 && !strcmp(argv[i], "--db") && i + 1 < argc) *path = argv[++i];
+        else args[n++] = argv[i];
+    }
+    return n;
+}
+
+typedef struct run_counts_ctx {
+    const db_sink *k;
+    FILE *out;                /* stderr under --json, so stdout stays one JSON object */
+} run_counts_ctx;
+
+static void print_run_counts(void *ctx, const replay_run_info *r) {
+    const run_counts_ctx *c = ctx;
+    const db_sink *k = c->k;
+    if (r->id == k->run)
+        fprintf(c->out, "findings database %s: run %" PRId64 ", %" PRId64 " findings recorded, %" PRId64 " new cases\n",
+                k->path, r->id, r->findings, r->new_cases);
+}
+
+/* Opens the run row (before) or closes it and prints its counts (after). */
+static int sink_run(db_sink *k, int argc, char **argv, bool begin, uint64_t scenarios, bool json) {
+    replay_db *db;
+    replay_err err = {0};
+    kv_status st = replay_db_open(k->path, REPLAY_DB_WRITE, &db, &err);
+    if (st == KV_OK && begin) {
+        char config[512];
+        size_t n = 0;
+        config[0] = 0;
+        for (int i = 2; i < argc && n + 1 < sizeof config; i++)
+            n += (size_t)snprintf(config + n, sizeof config - n, "%s%s", i > 2 ? " " : "", argv[i]);
+        st = replay_db_run_begin(db, "kvsim sweep", config, &k->run, &err);
+    } else if (st == KV_OK) {
+        st = replay_db_run_end(db, k->run, scenarios, &err);
+        run_counts_ctx c = {.k = k, .out = json ? stderr : stdout};
+        if (st == KV_OK) st = replay_db_each_run(db, print_run_counts, &c, &err);
+    }
+    replay_db_close(db);
+    return st == KV_OK ? EXIT_CLEAN : kvsim_db_fail("sweep", &err);
+}
+
+static int cmd_sweep(int argc_all, char **argv_all) {
     kvsim_opts o;
+    char *argv[256];
+    db_sink sink = {0};
+    if (argc_all > 256) return fprintf(stderr, "kvsim sweep: too many arguments\n"), EXIT_USAGE;
+    int argc = take_db_opt(argc_all, argv_all, argv, &sink.path);
     int pr = kvsim_parse_opts(argc, argv, "sweep", &o);
     if (pr == -2) return EXIT_CLEAN;
     if (pr) return EXIT_USAGE;
     if (!o.have_range) return fprintf(stderr, "kvsim sweep: give --seeds A..B\n"), kvsim_usage("sweep");
+    if (o.hashes && sink.path) return fprintf(stderr, "kvsim sweep: --db does not go with --hashes\n"), EXIT_USAGE;
     if (o.hashes) return sweep_hashes(&o);
+    int rc = sink.path ? sink_run(&sink, argc_all, argv_all, true, 0, o.json) : EXIT_CLEAN;
+    if (rc) return rc;
     static sim_sweep s;
     sim_sweep_init(&s);
     progress_ctx pc = {.tty = isatty(2) && !o.json && o.jobs == 1, .t0 = kvsim_wall_s()};
-    kv_status st = o.jobs > 1 ? sweep_jobs(&o, &s) : sweep_one(&o, o.shard_i, o.shard_n, &pc, &s);
+    kv_status st = o.jobs > 1 ? sweep_jobs(&o, &sink, &s) : sweep_one(&o, o.shard_i, o.shard_n, &pc, &sink, &s);
     double secs = kvsim_wall_s() - pc.t0;
     if (st != KV_OK) return fprintf(stderr, "kvsim sweep: %s\n", kv_status_str(st)), EXIT_BAD_INPUT;
     if (secs <= 0) secs = 1e-9;
     if (o.json) sweep_json(&s, secs);
     else sweep_table(&s, secs);
+    if (sink.path && (rc = sink_run(&sink, argc_all, argv_all, false, s.runs, o.json))) return rc;
+    if (sink.failed) return fprintf(stderr, "kvsim sweep: some findings were not recorded in %s\n", sink.path), EXIT_DB_READONLY;
     if (s.first_violation_seed != UINT64_MAX) return kvsim_verdict_code(&s.first);
     return s.sim_errors ? EXIT_SIM : EXIT_CLEAN;
 }
 
 const kvsim_cmd kvsim_cmd_sweep = {
     "sweep",
-    "kvsim sweep --seeds A..B [--bug NAME]... [--jobs N] [--shard I/N] [--stop] [--json] [--hashes]\n"
+    "kvsim sweep --seeds A..B [--bug NAME]... [--jobs N] [--shard I/N] [--stop] [--json] [--hashes] [--db FILE]\n"
     "  Runs generated scenarios for every seed in A..B; prints a summary table\n"
-    "  (or one JSON object with --json; --hashes prints each seed's trace hash).\n",
+    "  (or one JSON object with --json; --hashes prints each seed's trace hash).\n"
+    "  --db FILE records every violation in the findings database FILE as it is\n"
+    "  found (one transaction each, deduplicated by signature; see kvsim db).\n",
     cmd_sweep};
