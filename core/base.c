@@ -126,6 +126,16 @@ bool kv_id_list_remove(kv_id_list *l, uint32_t id) {
     return false;
 }
 
+void kv_id_list_move(kv_id_list *to, kv_id_list *from) {
+    for (uint32_t i = 0; i < from->n; i++) kv_id_list_add(to, from->id[i]);
+    from->n = 0;
+}
+
+void kv_bad_blocks_move(kv_bad_blocks *to, kv_bad_blocks *from) {
+    for (uint32_t i = 0; i < from->n && to->n < KV_BAD_BLOCKS_MAX; i++) to->e[to->n++] = from->e[i];
+    from->n = 0;
+}
+
 void kv_conn_output_clear(kv_conn_output *o) {
     o->finished_sending.n = 0;
     o->finished_recving.n = 0;

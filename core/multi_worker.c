@@ -58,8 +58,8 @@ static void get_finished(void *self, const kv_id_list *finished, kv_conn_output 
     for (uint32_t k = 0; k < KV_MULTI_CHILDREN; k++) {
         kv_conn_output_clear(&c->tmp);
         c->child[k].ops->get_finished(c->child[k].self, finished, &c->tmp);
-        for (uint32_t i = 0; i < c->tmp.finished_recving.n; i++) kv_id_list_add(&out->finished_recving, c->tmp.finished_recving.id[i]);
-        for (uint32_t i = 0; i < c->tmp.failed_recving.n; i++) kv_id_list_add(&out->failed_recving, c->tmp.failed_recving.id[i]);
+        kv_id_list_move(&out->finished_recving, &c->tmp.finished_recving);
+        kv_id_list_move(&out->failed_recving, &c->tmp.failed_recving);
         for (uint32_t i = 0; i < c->tmp.finished_sending.n; i++)
             if (count_down(c, c->tmp.finished_sending.id[i])) kv_id_list_add(&out->finished_sending, c->tmp.finished_sending.id[i]);
     }

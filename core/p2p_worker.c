@@ -60,16 +60,14 @@ static void get_finished(void *self, const kv_id_list *finished, kv_conn_output 
     p2p_worker *c = self;
     (void)finished;
     kv_owner_check(c->w->env, &c->owner, c->w->cfg.index);
-    for (uint32_t i = 0; i < c->finished_sending.n; i++) kv_id_list_add(&out->finished_sending, c->finished_sending.id[i]);
-    for (uint32_t i = 0; i < c->finished_recving.n; i++) kv_id_list_add(&out->finished_recving, c->finished_recving.id[i]);
-    for (uint32_t i = 0; i < c->failed_recving.n; i++) kv_id_list_add(&out->failed_recving, c->failed_recving.id[i]);
-    c->finished_sending.n = c->finished_recving.n = c->failed_recving.n = 0;
+    kv_id_list_move(&out->finished_sending, &c->finished_sending);
+    kv_id_list_move(&out->finished_recving, &c->finished_recving);
+    kv_id_list_move(&out->failed_recving, &c->failed_recving);
 }
 
 static void load_errors(void *self, kv_bad_blocks *out) {
     p2p_worker *c = self;
-    for (uint32_t i = 0; i < c->invalid.n && out->n < KV_BAD_BLOCKS_MAX; i++) out->e[out->n++] = c->invalid.e[i];
-    c->invalid.n = 0;
+    kv_bad_blocks_move(out, &c->invalid);
 }
 
 static void clear_meta(void *self) { ((p2p_worker *)self)->meta = NULL; }

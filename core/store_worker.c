@@ -198,14 +198,12 @@ static void get_finished(void *self, const kv_id_list *finished, kv_conn_output 
         kv_id_list_add(&out->finished_sending, p->id);
         p->used = false;
     }
-    for (uint32_t i = 0; i < c->finished_recving.n; i++) kv_id_list_add(&out->finished_recving, c->finished_recving.id[i]);
-    c->finished_recving.n = 0;
+    kv_id_list_move(&out->finished_recving, &c->finished_recving);
 }
 
 static void load_errors(void *self, kv_bad_blocks *out) {
     store_worker *c = self;
-    for (uint32_t i = 0; i < c->invalid.n && out->n < KV_BAD_BLOCKS_MAX; i++) out->e[out->n++] = c->invalid.e[i];
-    c->invalid.n = 0;
+    kv_bad_blocks_move(out, &c->invalid);
 }
 
 static void clear_meta(void *self) { ((store_worker *)self)->meta = NULL; }

@@ -57,6 +57,8 @@ bool kv_id_list_has(const kv_id_list *l, uint32_t id);
 /* Appends unless present; false when full. */
 bool kv_id_list_add(kv_id_list *l, uint32_t id);
 bool kv_id_list_remove(kv_id_list *l, uint32_t id);
+/* Adds every id of `from` to `to` (a union), then empties `from`. */
+void kv_id_list_move(kv_id_list *to, kv_id_list *from);
 
 /* (group, block) pairs whose load failed (vLLM's invalid_block_ids). */
 typedef struct kv_bad_block {
@@ -69,6 +71,9 @@ typedef struct kv_bad_blocks {
     uint32_t n;
     kv_bad_block e[KV_BAD_BLOCKS_MAX];
 } kv_bad_blocks;
+
+/* Appends `from` to `to` as far as it fits, then empties `from`. */
+void kv_bad_blocks_move(kv_bad_blocks *to, kv_bad_blocks *from);
 
 /* KVConnectorOutput: what the worker side reports after a step. */
 typedef struct kv_conn_output {

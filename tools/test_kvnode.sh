@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# apps/kvnode as three processes on loopback (proxy, P, D), as a user runs it:
+#  1. N requests (1000), no faults: every request ok, D verified every block
+#     it received, no load error, and both engines' pools report every block
+#     free at the end (no leak), no invariant violation, every process exits 0;
+#  2. 30% of the requests aborted at random moments: every request ends
+#     (ok, error or aborted), both pools drain, no violation. Errors may
+#     happen here: a pull for a request P aborted before it was ready holds
+#     request slots of the sender (32 pulls, 64 request slots) until the
+#     ready-wait timeout, and a pull that finds none free gets a whole-batch
+#     ERROR ("sender busy");
+#  3. SIGKILL of P in the middle of transfers: D reports load errors for the
+#     affected requests, fails them (policy fail), frees every block and does
+#     not hang; the proxy reports the failed requests and P as unreachable.
+# KVNODE_BUILD picks the build (default build/; the TSan run uses build-tsan),
+# KVNODE_REQUESTS the request count. Every wait is bounded.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=${KVNODE_BUILD:-build}
+N=${KVNODE_REQUESTS:-1000}
+K=$B/bin/kvnode
+[ -x "$K" ] || { echo "kvnode: $K not built" >&2; exit 1; }
+tmp=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+fail() {
+  echo "kvnode ($B): FAILED — $*" >&2
+  for f in "$tmp"/*.out "$tmp"/*.err; do [ -s "$f" ] && { echo "--- $f" >&2; grep -v 'pull batch\|respond batch' "$f" | tail -25 >&2; }; done
+  exit 1
+}
+jget() { python3 -c "import json,sys; d=json.load(open('$1')); print($2)"; }
+
+# start NAME "proxy args" "engine args": sets PX PP PD
+start() {
+  local name=$1
+  rm -f "$tmp/$name.port"
+  "$K" --role proxy --port-file "$tmp/$name.port" --json "$tmp/$name.json" $2 >"$tmp/$name.proxy.out" 2>"$tmp/$name.proxy.err" &
+  PX=$!; pids+=("$PX")
+  for _ in $(seq 200); do [ -s "$tmp/$name.port" ] && break; sleep 0.05; done
+  [ -s "$tmp/$name.port" ] || fail "$name: proxy did not start"
+  local port; port=$(cat "$tmp/$name.port")
+  "$K" --role prefill --proxy "127.0.0.1:$port" --log info $3 2>"$tmp/$name.p.err" &
+  PP=$!; pids+=("$PP")
+  "$K" --role decode --proxy "127.0.0.1:$port" --log info $3 2>"$tmp/$name.d.err" &
+  PD=$!; pids+=("$PD")
+}
+
+# waitfor PID SECONDS: exit status of PID, or 124 after SECONDS
+waitfor() {
+  local pid=$1 s=$2
+  for _ in $(seq $((s * 10))); do
+    kill -0 "$pid" 2>/dev/null || { wait "$pid"; return $?; }
+    sleep 0.1
+  done
+  kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; return 124
+}
+
+check_clean() { # name engine
+  local j=$tmp/$1.json e=$2
+  [ "$(jget "$j" "d['engines'][$e]['reachable']")" = True ] || fail "$1: engine $e unreachable"
+  [ "$(jget "$j" "d['engines'][$e]['clean']")" = True ] || fail "$1: engine $e pool not clean: $(jget "$j" "d['engines'][$e]")"
+  [ "$(jget "$j" "d['engines'][$e]['free'] + d['engines'][$e]['cached'] == d['engines'][$e]['capacity']")" = True ] ||
+    fail "$1: engine $e: not every block free"
+  [ "$(jget "$j" "d['engines'][$e]['violations']")" = 0 ] || fail "$1: engine $e reported violations"
+}
+
+# ---- 1: N requests, every block verified, no leak ----------------------------------
+start clean "--requests $N" ""
+waitfor "$PX" 180; rc=$?; [ $rc = 0 ] || fail "clean: proxy exited $rc"
+waitfor "$PP" 20; rc=$?; [ $rc = 0 ] || fail "clean: P exited $rc"
+waitfor "$PD" 20; rc=$?; [ $rc = 0 ] || fail "clean: D exited $rc"
+j=$tmp/clean.json
+[ "$(jget "$j" "d['ok']")" = "$N" ] || fail "clean: $(jget "$j" "d['ok']") of $N ok"
+[ "$(jget "$j" "d['engines'][1]['load_errors']")" = 0 ] || fail "clean: D load errors"
+# every block D received was checked: blocks = sum over requests of cdiv(prompt, 16)
+[ "$(jget "$j" "d['engines'][1]['verified_blocks'] * 4096 >= d['kv_bytes']")" = True ] ||
+  fail "clean: D verified $(jget "$j" "d['engines'][1]['verified_blocks']") blocks for $(jget "$j" "d['kv_bytes']") bytes"
+check_clean clean 0; check_clean clean 1
+echo "  $N requests, 3 processes: all ok, $(jget "$j" "d['engines'][1]['verified_blocks']") blocks verified, pools clean ($(jget "$j" "d['req_per_s']") req/s, p99 $(jget "$j" "d['p99_ms']") ms)"
+
+# ---- 2: aborts at random phases --------------------------------------------------------
+NA=$(( N < 400 ? N : 400 ))
+start abort "--requests $NA --window 8 --abort-frac 0.3 --abort-max-us 10000 --seed 7 --abort-timeout-ms 1000" "--step-us 200 --abort-timeout-ms 1000"
+waitfor "$PX" 180; rc=$?; [ $rc = 0 ] || fail "abort: proxy exited $rc"
+waitfor "$PP" 20; rc=$?; [ $rc = 0 ] || fail "abort: P exited $rc"
+waitfor "$PD" 20; rc=$?; [ $rc = 0 ] || fail "abort: D exited $rc"
+j=$tmp/abort.json
+[ "$(jget "$j" "d['pending']")" = 0 ] || fail "abort: requests without an outcome"
+[ "$(jget "$j" "d['ok'] + d['error'] + d['aborted']")" = "$NA" ] || fail "abort: outcomes do not add up"
+[ "$(jget "$j" "d['aborted'] > 0")" = True ] || fail "abort: nothing was aborted"
+check_clean abort 0; check_clean abort 1
+echo "  $NA requests, 30% marked for abort at random moments: $(jget "$j" "d['aborted']") aborted, $(jget "$j" "d['ok']") ok, $(jget "$j" "d['error']") errors, pools clean"
+
+# ---- 3: SIGKILL of P mid-transfer ------------------------------------------------------
+start kill "--requests $N --window 16 --stall-ms 60000" "--step-us 300"
+killed=0
+for _ in $(seq 600); do
+  if grep -q "progress [0-9]*/" "$tmp/kill.proxy.err" 2>/dev/null; then
+    d=$(grep -o "progress [0-9]*" "$tmp/kill.proxy.err" | tail -1 | awk '{print $2}')
+    if [ "${d:-0}" -ge $((N / 5)) ]; then kill -9 "$PP"; killed=1; break; fi
+  fi
+  kill -0 "$PX" 2>/dev/null || break
+  sleep 0.02
+done
+[ $killed = 1 ] || fail "kill: the run ended before P could be killed"
+waitfor "$PX" 180; rc=$?; [ $rc = 0 ] || fail "kill: proxy exited $rc (stalled or hung)"
+waitfor "$PD" 30; rc=$?; [ $rc = 0 ] || fail "kill: D exited $rc"
+j=$tmp/kill.json
+[ "$(jget "$j" "d['pending']")" = 0 ] || fail "kill: requests without an outcome"
+[ "$(jget "$j" "d['error'] > 0")" = True ] || fail "kill: no failed request reported"
+[ "$(jget "$j" "d['ok'] + d['error'] + d['aborted']")" = "$N" ] || fail "kill: outcomes do not add up"
+[ "$(jget "$j" "d['engines'][0]['reachable']")" = False ] || fail "kill: P still reachable"
+[ "$(jget "$j" "d['engines'][1]['load_errors'] > 0")" = True ] || fail "kill: D reported no load error"
+check_clean kill 1
+grep -q "unreachable" "$tmp/kill.proxy.out" || fail "kill: proxy did not report P unreachable"
+echo "  SIGKILL of P at $((N / 5))+ done: $(jget "$j" "d['error']") requests failed with $(jget "$j" "d['engines'][1]['load_errors']") load errors on D, D pool clean, no hang"
+echo "kvnode ($B): ok"
