@@ -1,7 +1,7 @@
 # Thin wrapper over CMake presets. `make run` and `make test` are the two
 # commands README.md opens with.
 JOBS ?= $(shell nproc)
-.PHONY: all deps build build-asan build-clang build-fuzz build-prod run test clean purity
+.PHONY: all deps build build-asan build-clang build-fuzz build-afl build-prod build-tsan build-rdma build-cuda run test clean purity
 
 all: build
 
@@ -24,9 +24,34 @@ build-fuzz: deps
 	@cmake --preset fuzz >/dev/null
 	@cmake --build --preset fuzz -j $(JOBS)
 
+# AFL++ (afl-clang-fast from Debian's afl++): the same fuzz/ targets in
+# persistent mode with shared-memory input (libAFLDriver).
+build-afl: deps
+	@cmake --preset afl >/dev/null
+	@cmake --build --preset afl -j $(JOBS)
+
 build-prod: deps
 	@cmake --preset prod >/dev/null
 	@cmake --build --preset prod -j $(JOBS)
+
+# The threaded production path under ThreadSanitizer: kvnode only (Criterion
+# cannot start under TSan, so the suites run in the other builds).
+build-tsan: deps
+	@cmake --preset tsan >/dev/null
+	@cmake --build --preset tsan -j $(JOBS) --target kvnode
+
+# rdma-core binding (pkg-config libibverbs) and the CUDA HBM path: compile
+# everywhere; they run where an RDMA NIC / a GPU is. build-cuda is skipped
+# where no nvcc is found.
+build-rdma: deps
+	@cmake --preset rdma >/dev/null
+	@cmake --build --preset rdma -j $(JOBS)
+
+# nvcc from PATH, else the toolkit's default place.
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
+build-cuda: deps
+	@if [ -n "$(NVCC)" ]; then cmake --preset cuda -DCMAKE_CUDA_COMPILER=$(NVCC) >/dev/null && \
+	  cmake --build --preset cuda -j $(JOBS); else echo "build-cuda: nvcc not found; skipped"; fi
 
 purity:
 	@tools/check_core_purity.sh
@@ -42,5 +67,5 @@ run: build
 # Every suite, in the checked gcc build and the ASan+UBSan clang build, plus
 # the production build (proves bug switches compile out), the fuzz targets
 # and the purity gate.
-test: purity build build-asan build-clang build-prod build-fuzz
+test: purity build build-asan build-clang build-prod build-fuzz build-afl build-tsan build-rdma build-cuda
 	@tools/run_tests.sh

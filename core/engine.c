@@ -312,6 +312,8 @@ static void remote_kv_ready(kv_engine *e, kv_sreq *s) {
     set_status(e, s, s->r.num_preemptions ? KV_RS_PREEMPTED : KV_RS_WAITING);
 }
 
+static bool release_waiting_holder(kv_engine *e, uint32_t from);
+
 static void schedule_running(kv_engine *e, kv_sched_output *so, uint32_t *budget) {
     for (uint32_t i = 0; i < e->n_running && *budget;) {
         kv_sreq *s = &e->req[e->running[i]];
@@ -320,6 +322,10 @@ static void schedule_running(kv_engine *e, kv_sched_output *so, uint32_t *budget
         if (n == 0) { i++; continue; }
         while (!alloc_upto(e, s, s->r.num_computed + n)) {
             kv_sreq *victim = &e->req[e->running[e->n_running - 1]];
+            /* before a request preempts itself, waiting requests sitting on
+             * loaded KV give theirs back (else it recomputes its prefill every
+             * step while they wait for budget it always takes: a livelock) */
+            if (victim == s && release_waiting_holder(e, 0)) continue;
             preempt(e, victim);
             if (victim == s) break;
         }
@@ -363,6 +369,14 @@ static bool admit_new(kv_engine *e, kv_sreq *s, uint32_t budget, kv_match *m) {
 static void schedule_waiting(kv_engine *e, kv_sched_output *so, uint32_t *budget) {
     uint32_t skipped[KV_ENGINE_REQS_MAX], n_skipped = 0;
     bool blocked = false;
+    /* Arrived remote KV is bookkeeping, not compute: take it in for every
+     * waiting request first, whatever the token budget (a failed load frees
+     * its blocks now instead of when the budget reaches it). */
+    for (uint32_t i = 0; i < e->n_waiting; i++) {
+        kv_sreq *s = &e->req[e->waiting[i]];
+        if (s->r.status == KV_RS_WAITING_FOR_REMOTE_KVS && kv_id_list_has(&e->finished_recving_kv, s->r.id))
+            remote_kv_ready(e, s);
+    }
     while (e->n_waiting && *budget && e->n_running < e->cfg.max_running) {
         uint32_t slot = e->waiting[0];
         kv_sreq *s = &e->req[slot];
@@ -422,17 +436,14 @@ static void arm_tick(kv_engine *e, uint64_t delay_ns) {
     kv_rt_post_at(e->rt, e->sched_actor, kv_now_ns(e->env) + delay_ns, KV_M_TICK, NULL, 0);
 }
 
-/* Nothing runs, nothing is in flight, and waiting requests that hold
- * loaded KV cannot grow while a blocked head waits for their blocks: the
- * youngest holder gives its blocks back and will recompute (a deliberate
- * rule of this model; vLLM's loop would wait forever). True if it did. */
-static bool release_a_holder(kv_engine *e) {
-    if (e->n_running) return false;
-    for (uint32_t i = 0; i < e->n_waiting; i++)
-        if (e->req[e->waiting[i]].r.status == KV_RS_WAITING_FOR_REMOTE_KVS) return false;
-    for (uint32_t i = e->n_waiting; i-- > 1;) {
+/* The youngest waiting request at or after queue position `from` that holds
+ * loaded KV (not one still receiving) gives its blocks back and will
+ * recompute. A deliberate rule of this model, where vLLM's loop can wait
+ * forever: see the callers. True if one did. */
+static bool release_waiting_holder(kv_engine *e, uint32_t from) {
+    for (uint32_t i = e->n_waiting; i-- > from;) {
         kv_sreq *s = &e->req[e->waiting[i]];
-        if (!kv_blocks_any(&s->r.blocks)) continue;
+        if (s->r.status == KV_RS_WAITING_FOR_REMOTE_KVS || !kv_blocks_any(&s->r.blocks)) continue;
         free_blocks(e, s);
         s->r.num_computed = 0;
         s->local_hit = 0;
@@ -440,6 +451,16 @@ static bool release_a_holder(kv_engine *e) {
         return true;
     }
     return false;
+}
+
+/* Nothing runs, nothing is in flight, and waiting requests that hold loaded
+ * KV cannot grow while a blocked head waits for their blocks: one of them
+ * (never the head) gives its blocks back. */
+static bool release_a_holder(kv_engine *e) {
+    if (e->n_running) return false;
+    for (uint32_t i = 0; i < e->n_waiting; i++)
+        if (e->req[e->waiting[i]].r.status == KV_RS_WAITING_FOR_REMOTE_KVS) return false;
+    return release_waiting_holder(e, 1);
 }
 
 static void sched_step(kv_engine *e) {

@@ -4,8 +4,10 @@
  * State (owner: this actor): a FIFO of save jobs, one in flight; resume
  * offsets per request (tokens already put, vLLM's _saved_offset); the
  * pool-pressure skip deadline.
+ * Offsets live while a request has jobs queued or in flight; a forget (the
+ * request ended) drops its offset at once when it has none, else after its
+ * last job (never queued itself: a full queue cannot lose it).
  * Transitions, per job (_handle_request):
- *   forget job        drop the request's resume offset; no pin, no reply
  *   pressure skip on  skip the job
  *   start             drop the blocks below the resume offset; none left:
  *                     done; else EXIST for the rest (batch_is_exist)
@@ -25,8 +27,10 @@
 
 typedef struct snd_offset {
     bool used;
+    bool forgotten;        /* the request ended; drop once queued is 0 */
     uint32_t id;
     uint32_t tokens;
+    uint32_t queued;       /* its jobs queued or in flight */
 } snd_offset;
 
 struct kv_store_sender {
@@ -56,7 +60,13 @@ static snd_offset *offset_of(kv_store_sender *s, uint32_t id, bool create) {
 
 static kv_m_store_save *current(kv_store_sender *s) { return &s->q[s->head]; }
 
+static void unqueue(kv_store_sender *s, uint32_t id) {
+    snd_offset *o = offset_of(s, id, false);
+    if (o && o->queued && --o->queued == 0 && o->forgotten) o->used = false;
+}
+
 static void job_done(kv_store_sender *s, uint32_t saved, int32_t status) {
+    unqueue(s, current(s)->id);
     kv_m_store_save_done d = {.id = current(s)->id, .saved_blocks = saved, .status = status};
     kv_rt_post(s->w->rt, s->main_actor, KV_M_STORE_SAVE_DONE, &d, sizeof d);
     s->head = (s->head + 1) % KV_STORE_JOBS_MAX;
@@ -82,14 +92,6 @@ static void start_next(kv_store_sender *s) {
     while (s->n && !s->busy) {
         kv_m_store_save *j = current(s);
         s->busy = true;
-        if (j->forget) {
-            snd_offset *o = offset_of(s, j->id, false);
-            if (o) o->used = false;
-            s->head = (s->head + 1) % KV_STORE_JOBS_MAX;
-            s->n--;
-            s->busy = false;
-            continue;
-        }
         if (kv_now_ns(s->w->env) < s->skip_until_ns) {
             job_done(s, 0, 1);
             continue;
@@ -128,7 +130,7 @@ static void on_exist(kv_store_sender *s, const kv_wire_store *m) {
 static void on_put(kv_store_sender *s, const kv_wire_store *m) {
     const kv_m_store_save *j = current(s);
     if (m->status == 0) {
-        snd_offset *o = offset_of(s, j->id, true);
+        snd_offset *o = offset_of(s, j->id, false);
         if (o && o->tokens < j->end_tokens) o->tokens = j->end_tokens;
         job_done(s, s->n_keep, 0);
         return;
@@ -156,12 +158,19 @@ static void send_handle(void *self, const kv_msg *m) {
     switch (m->kind) {
     case KV_M_STORE_SAVE: {
         const kv_m_store_save *j = m->payload;
+        if (j->forget) {
+            snd_offset *o = offset_of(s, j->id, false);
+            if (o && !o->queued) o->used = false;
+            else if (o) o->forgotten = true;
+            return;
+        }
         if (s->n == KV_STORE_JOBS_MAX) { /* cannot queue: dropped, the pin still released */
-            if (j->forget) return;
             kv_m_store_save_done d = {.id = j->id, .status = KV_STORE_FAILED};
             kv_rt_post(s->w->rt, s->main_actor, KV_M_STORE_SAVE_DONE, &d, sizeof d);
             return;
         }
+        snd_offset *o = offset_of(s, j->id, true); /* none free: saved without resume */
+        if (o) o->queued++;
         s->q[(s->head + s->n++) % KV_STORE_JOBS_MAX] = *j;
         start_next(s);
         break;

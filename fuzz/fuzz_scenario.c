@@ -1,34 +1,104 @@
 /* fuzz/fuzz_scenario.c — bytes -> scenario (the total binary decoder) ->
  * simulator run; abort() with the violation and the scenario as .kvs when an
- * invariant breaks. KVCONN_BUG=<switch> fuzzes with a seed bug switched on.
- * libFuzzer entry point; AFL++ builds the same file. */
+ * invariant breaks. KVCONN_BUG=<switch>[,...] fuzzes with seed bugs switched
+ * on. libFuzzer entry point, with a structure-aware custom mutator and
+ * cross-over (fuzz/mutator.h); AFL++ builds the same file (its driver runs
+ * LLVMFuzzerTestOneInput in persistent mode and ignores the mutator).
+ *
+ * No state survives an input: the world rewinds its arena per run, the
+ * scenario is decoded afresh, and the only statics are the world itself,
+ * the bug mask read once from the environment, scratch buffers and (with
+ * KVCONN_DB) the findings database, touched only on a finding. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "fuzz/fuzz_common.h"
+#include "fuzz/mutator.h"
+#include "replay/fuzz_hook.h"
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static sim_world *w;
+static sim_world *w;
+static uint32_t bugs;
+
+/* The world keeps each actor slot's mailbox across runs and grows it when a
+ * run spawns a bigger actor there (sim/sim_rt.c, rt_spawn): whether a run
+ * takes the allocation branch depends on the runs before it. The run itself
+ * is the same (same trace hash); only its coverage differs, which AFL++
+ * reports as instability. One run of every actor layout (engines x TP x
+ * connector kinds, 2304 empty worlds, about 2 s) grows every slot to its
+ * largest size before the fork server starts, so that no input's path
+ * depends on its predecessors (stability 100%). libFuzzer builds skip it:
+ * there the branch is one spurious feature, seen once per process. */
+static void warm_up(void) {
+#if defined(__AFL_COMPILER)
     static sim_scenario sc;
-    static uint32_t bugs;
-    static int ready;
-    if (!ready) {
-        if (sim_world_new(&w) != KV_OK) abort();
-        bugs = fuzz_bugs_from_env();
-        ready = 1;
+    sim_result r;
+    for (uint32_t layout = 0; layout < 4u * 4u * 3u * 3u * 4u * 4u; layout++) {
+        static const uint32_t tp[3] = {1, 2, 4};
+        uint32_t x = layout;
+        sim_scenario_init(&sc);
+        sc.cfg.n_p = 1u + x % 4u, x /= 4u;
+        sc.cfg.n_d = 1u + x % 4u, x /= 4u;
+        sc.cfg.tp_p = tp[x % 3u], x /= 3u;
+        sc.cfg.tp_d = tp[x % 3u], x /= 3u;
+        sc.cfg.conn_p = (uint8_t)(1u + x % 4u), x /= 4u;
+        sc.cfg.conn_d = (uint8_t)(1u + x % 4u);
+        sc.cfg.pool_blocks_p = sc.cfg.pool_blocks_d = 8;
+        sim_scenario_clamp(&sc);
+        if (sim_world_run(w, &sc.cfg, NULL, &r) != KV_OK) abort();
     }
+#endif
+}
+
+/* Before the first input (and, under AFL++, before the fork server forks). */
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    if (w) return 0;
+    if (sim_world_new(&w) != KV_OK) abort();
+    bugs = fuzz_bugs_from_env();
+    warm_up();
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static sim_scenario sc;
+    if (!w) LLVMFuzzerInitialize(NULL, NULL); /* a driver that skips the hook */
     sim_scenario_from_bytes(data, size, &sc);
     fuzz_prepare(&sc.cfg, bugs);
     sim_result r;
     if (sim_world_run(w, &sc.cfg, NULL, &r) != KV_OK || !r.violated) return 0;
     fprintf(stderr, "VIOLATION %s at event %llu, t=%llu ns, actor %s, request %d: %s\n", kv_inv_name(r.inv),
             (unsigned long long)r.event, (unsigned long long)r.at_ns, r.actor_name, (int)r.req, r.detail);
+    replay_fuzz_record("fuzz_scenario", data, size, &sc.cfg, &r); /* KVCONN_DB=FILE: into the findings database */
     static char text[SIM_SCENARIO_TEXT_MAX];
     size_t n = 0;
     sc.cfg.bugs = 0; /* the switch is the environment's, not the scenario's */
     if (sim_scenario_to_text(&sc, text, sizeof text, &n) == KV_OK) fwrite(text, 1, n, stderr);
+    else fputs("# (the prepared scenario is outside the .kvs ranges: kvsim replay --fuzz CRASH-FILE)\n", stderr);
     abort();
+}
+
+/* ---- structure-aware mutation (libFuzzer only) ------------------------------------ */
+
+size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size) __attribute__((weak));
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned int seed);
+size_t LLVMFuzzerCustomCrossOver(const uint8_t *d1, size_t s1, const uint8_t *d2, size_t s2, uint8_t *out,
+                                 size_t max_out, unsigned int seed);
+
+static fuzz_mutator mutator;
+
+/* libFuzzer's own byte mutations (with its dictionary and the comparison
+ * operands it saw) are the fallback; a driver without them (AFL++'s) never
+ * calls this file's mutator anyway. */
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned int seed) {
+    return fuzz_mutate(&mutator, data, size, max_size, seed, LLVMFuzzerMutate, NULL);
+}
+
+size_t LLVMFuzzerCustomCrossOver(const uint8_t *d1, size_t s1, const uint8_t *d2, size_t s2, uint8_t *out,
+                                 size_t max_out, unsigned int seed) {
+    return fuzz_crossover(&mutator, d1, s1, d2, s2, out, max_out, seed);
 }

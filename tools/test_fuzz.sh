@@ -1,40 +1,62 @@
 #!/usr/bin/env bash
-# The fuzz targets, as CI runs them (build-fuzz: clang, libFuzzer, ASan+UBSan):
-#  - fuzz_canary crashes on its known input (the crash plumbing works);
-#  - fuzz_wire, fuzz_scenario_text and fuzz_scenario run 10 s each from an
-#    empty corpus without a finding (switches off);
-#  - with KVCONN_BUG=<switch>, fuzz_scenario finds each P2P bug from an empty
-#    corpus (fixed -seed), and the crash input reproduces the violation.
+# The libFuzzer targets, as CI runs them (build-fuzz: clang, libFuzzer,
+# ASan+UBSan; KVCONN_FUZZ_BIN overrides the directory):
+#  - fuzz_canary crashes on its known input, and finds that input from its
+#    seed corpus within 30 s (the engine's mutation and feedback work);
+#  - every seed of corpus/<target>/ runs clean with every switch off;
+#  - each corpus/fuzz_scenario/repro-<switch>-* violates with KVCONN_BUG=<switch>
+#    (the minimized repro of every known bug is still a repro);
+#  - fuzz_wire, fuzz_scenario_text and fuzz_scenario fuzz KVCONN_FUZZ_SECONDS
+#    (default 30) each from their seed corpus, with their options and
+#    dictionaries, without a finding.
+# That the fuzzer finds each bug from an empty corpus is tools/test_selftest.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-B=build-fuzz/bin
+B=${KVCONN_FUZZ_BIN:-build-fuzz/bin}
+secs=${KVCONN_FUZZ_SECONDS:-30}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+unset KVCONN_BUG KVCONN_DB
 fail() { echo "fuzz: FAILED — $*" >&2; exit 1; }
 for t in fuzz_canary fuzz_wire fuzz_scenario_text fuzz_scenario; do [ -x "$B/$t" ] || fail "$B/$t missing"; done
 
 printf 'KVCANARY' > "$tmp/canary"
 "$B/fuzz_canary" "$tmp/canary" > "$tmp/canary.log" 2>&1 && fail "fuzz_canary did not crash on its known input"
 grep -q "deadly signal" "$tmp/canary.log" || fail "fuzz_canary crashed without libFuzzer's report"
-echo "  fuzz_canary: crashes on its known input"
+mkdir "$tmp/canary-corpus"; cp corpus/fuzz_canary/* "$tmp/canary-corpus/"
+"$B/fuzz_canary" $(tools/fuzz_options.sh fuzz_canary) -max_total_time=30 -seed=1 -artifact_prefix="$tmp/canary-" \
+  "$tmp/canary-corpus" > "$tmp/canary-find.log" 2>&1 && fail "fuzz_canary did not find KVCANARY in 30 s"
+grep -q "deadly signal" "$tmp/canary-find.log" || fail "fuzz_canary failed, but not by finding its input"
+echo "  fuzz_canary: crashes on its known input and finds it from its corpus ($(grep -o '^#[0-9]*' "$tmp/canary-find.log" | tail -1 | tr -d '#') execs)"
 
 for t in fuzz_wire fuzz_scenario_text fuzz_scenario; do
-  mkdir -p "$tmp/$t"
-  "$B/$t" -max_total_time=10 -seed=1 -artifact_prefix="$tmp/$t-" "$tmp/$t" > "$tmp/$t.log" 2>&1 \
-    || { tail -30 "$tmp/$t.log" >&2; fail "$t found something with every switch off"; }
-  runs=$(grep -o 'Done [0-9]* runs' "$tmp/$t.log" | grep -o '[0-9]*' | head -1)
-  echo "  $t: ${runs:-?} runs in 10 s, clean"
+  n=$(find "corpus/$t" -type f | wc -l)
+  [ "$n" -gt 0 ] || fail "corpus/$t is empty"
+  "$B/$t" $(tools/fuzz_options.sh "$t") -runs=0 "corpus/$t" > "$tmp/$t.seeds.log" 2>&1 \
+    || { tail -30 "$tmp/$t.seeds.log" >&2; fail "a seed of corpus/$t fails with every switch off"; }
+  echo "  $t: $n seeds run clean"
 done
 
-for spec in err_early_return:INV-LIVE recv_map_race:INV-OWNER empty_pull_completion:SCHED-ASSERT; do
-  bug=${spec%%:*}; inv=${spec#*:}
-  mkdir -p "$tmp/c-$bug"
-  KVCONN_BUG=$bug "$B/fuzz_scenario" -max_total_time=120 -seed=1 -artifact_prefix="$tmp/$bug-" "$tmp/c-$bug" > "$tmp/$bug.log" 2>&1 \
-    && fail "fuzz_scenario did not find $bug in 120 s"
-  grep -q "^VIOLATION $inv" "$tmp/$bug.log" || fail "$bug found as: $(grep -m1 '^VIOLATION' "$tmp/$bug.log")"
-  crash=$(ls "$tmp/$bug-"crash-* 2>/dev/null | head -1)
-  [ -n "$crash" ] || fail "$bug: no crash artifact"
-  KVCONN_BUG=$bug "$B/fuzz_scenario" "$crash" > "$tmp/$bug.re" 2>&1 && fail "$bug: the artifact does not reproduce"
-  grep -q "^VIOLATION $inv" "$tmp/$bug.re" || fail "$bug: the artifact reproduces something else"
-  echo "  fuzz_scenario finds $bug as $inv from an empty corpus, and its artifact reproduces it"
+nrepro=0
+for f in corpus/fuzz_scenario/repro-*; do
+  [ -e "$f" ] || continue
+  name=$(basename "$f"); bug=${name#repro-}; bug=${bug%-*}
+  KVCONN_BUG=$bug "$B/fuzz_scenario" "$f" > "$tmp/repro.log" 2>&1 && fail "$name does not violate with KVCONN_BUG=$bug"
+  grep -q '^VIOLATION ' "$tmp/repro.log" || fail "$name crashes without a VIOLATION line"
+  nrepro=$((nrepro+1))
+done
+[ "$nrepro" -gt 0 ] || fail "no repro-* seeds in corpus/fuzz_scenario"
+kvsim=$B/kvsim; [ -x "$kvsim" ] || kvsim=build/bin/kvsim
+for b in $("$kvsim" --help 2>&1 | sed -n 's/^bugs: //p'); do
+  ls corpus/fuzz_scenario/repro-"$b"-* > /dev/null 2>&1 || fail "no corpus/fuzz_scenario/repro-$b-* for the switch $b"
+done
+echo "  fuzz_scenario: $nrepro repro-* seeds violate with their switch (one per switch kvsim knows)"
+
+for t in fuzz_wire fuzz_scenario_text fuzz_scenario; do
+  mkdir "$tmp/c-$t"; cp corpus/"$t"/* "$tmp/c-$t/"
+  "$B/$t" $(tools/fuzz_options.sh "$t") -max_total_time="$secs" -seed=1 -print_final_stats=1 \
+    -artifact_prefix="$tmp/$t-" "$tmp/c-$t" > "$tmp/$t.log" 2>&1 \
+    || { grep -m1 -A12 -E '^VIOLATION|ERROR:' "$tmp/$t.log" >&2; fail "$t found something with every switch off"; }
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$tmp/$t.log")
+  echo "  $t: ${runs:-?} runs in $secs s from its corpus, clean"
 done
 echo "fuzz: ok"

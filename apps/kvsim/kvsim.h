@@ -10,6 +10,15 @@
 #include "sim/world.h"
 
 enum { EXIT_CLEAN = 0, EXIT_SAFETY = 1, EXIT_LIVENESS = 2, EXIT_BAD_INPUT = 3, EXIT_USAGE = 4, EXIT_SIM = 5 };
+/* Findings database (replay/, cmd_db.c, cmd_replay.c): 6 not a readable
+ * findings database (corrupt, not SQLite, another application's), 7 schema
+ * version not understood, 8 cannot be written (read-only, locked), 9 a case
+ * marked fixed violates again, 10 a case does not reproduce as recorded
+ * (signature or trace hash). */
+enum { EXIT_DB_CORRUPT = 6, EXIT_DB_VERSION = 7, EXIT_DB_READONLY = 8, EXIT_CAME_BACK = 9, EXIT_NOT_AS_RECORDED = 10 };
+struct replay_err;
+/* Prints "kvsim CMD: message" and returns the error's exit code (cmd_db.c). */
+int kvsim_db_fail(const char *cmd, const struct replay_err *e);
 
 typedef struct kvsim_cmd {
     const char *name;
@@ -18,6 +27,8 @@ typedef struct kvsim_cmd {
 } kvsim_cmd;
 
 extern const kvsim_cmd kvsim_cmd_run, kvsim_cmd_sweep, kvsim_cmd_gen;
+extern const kvsim_cmd kvsim_cmd_replay, kvsim_cmd_shrink, kvsim_cmd_db;
+extern const kvsim_cmd kvsim_cmd_selftest; /* cmd_selftest.c: the harness proves itself */
 
 typedef struct kvsim_opts {
     uint64_t seed, from, to;

@@ -2,7 +2,8 @@
  * per cmd_*.c file.
  *
  * Exit codes: 0 clean, 1 safety violation, 2 liveness violation, 3 bad input,
- * 4 usage error, 5 simulator resource exhausted. */
+ * 4 usage error, 5 simulator resource exhausted; the findings database adds
+ * 6-10 (kvsim.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +16,10 @@ static const kvsim_cmd *const commands[] = {
     &kvsim_cmd_run,
     &kvsim_cmd_sweep,
     &kvsim_cmd_gen,
+    &kvsim_cmd_replay,
+    &kvsim_cmd_shrink,
+    &kvsim_cmd_db,
+    &kvsim_cmd_selftest,
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 
@@ -25,7 +30,9 @@ int kvsim_usage(const char *cmd) {
         fputs("bugs:", stderr);
         for (uint32_t b = 1; b; b <<= 1)
             if (strcmp(kv_bug_name(b), "?")) fprintf(stderr, " %s", kv_bug_name(b));
-        fputs("\nexit: 0 clean, 1 safety violation, 2 liveness violation, 3 bad input, 4 usage, 5 simulator resource\n",
+        fputs("\nexit: 0 clean, 1 safety violation, 2 liveness violation, 3 bad input, 4 usage, 5 simulator resource,\n"
+              "      6 database corrupt or not a findings database, 7 database schema version, 8 database read-only,\n"
+              "      9 a fixed case came back, 10 a case does not reproduce as recorded\n",
               stderr);
     }
     return EXIT_USAGE;

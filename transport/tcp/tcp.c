@@ -813,6 +813,16 @@ kv_status kvt_tcp_event_data(kvt *t, uint32_t i, const uint8_t **out) {
     return KV_OK;
 }
 
+kv_status kvt_tcp_pollfds(kvt *t, struct pollfd *out, uint32_t cap, uint32_t *out_n) {
+    if (!t || !out_n || (cap > 0 && !out)) return KV_EINVAL;
+    tcp *s = T(t);
+    nfds_t n = fill_pollfds(s);
+    uint32_t k = n < cap ? (uint32_t)n : cap;
+    if (k) memcpy(out, s->pfd, k * sizeof *out);
+    *out_n = k;
+    return n <= cap ? KV_OK : KV_EFULL;
+}
+
 /* ---- lifetime -------------------------------------------------------------------- */
 
 static void op_close(kvt *t) {

@@ -66,4 +66,13 @@ void kvt_tcp_free(kvt *t);
  * not a ctrl event of the last poll. */
 kv_status kvt_tcp_event_data(kvt *t, uint32_t i, const uint8_t **out);
 
+/* For a driver that sleeps until the transport has work instead of spinning
+ * on poll(): copies into out the poll(2) set the next poll() would use (the
+ * listeners, the connections, POLLOUT where bytes wait to be sent). The
+ * driver polls it, with fds of its own, outside any lock, then calls poll().
+ * Same threading rule as every other call: not concurrently with them.
+ * KV_EFULL when cap is too small (out then holds the first cap). */
+struct pollfd;
+kv_status kvt_tcp_pollfds(kvt *t, struct pollfd *out, uint32_t cap, uint32_t *out_n);
+
 #endif

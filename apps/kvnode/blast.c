@@ -1,0 +1,214 @@
+/* apps/kvnode/blast.c — `kvnode --role blast`: the raw loopback TCP
+ * bandwidth of this machine, for the benchmark's baseline. One thread
+ * writes --blast-mb MiB in 1 MiB send() calls into a connected loopback
+ * socket, another reads it; prints bytes/s. No framing, no copies beyond
+ * the kernel's: an upper bound for any protocol over the same sockets. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "apps/kvnode/kvnode.h"
+
+#define CHUNK (1u << 20)
+
+typedef struct blast { int fd; uint64_t bytes; } blast;
+
+static void *reader(void *arg) {
+    blast *b = arg;
+    uint8_t *buf = malloc(CHUNK);
+    uint64_t got = 0;
+    while (buf && got < b->bytes) {
+        ssize_t n = recv(b->fd, buf, CHUNK, 0);
+        if (n <= 0) break;
+        got += (uint64_t)n;
+    }
+    free(buf);
+    b->bytes = got;
+    return NULL;
+}
+
+int kvn_run_blast(const kvn_opts *o) {
+    uint64_t total = (uint64_t)(o->blast_mb ? o->blast_mb : 4096) << 20;
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    inet_pton(AF_INET, o->host, &sa.sin_addr);
+    socklen_t sl = sizeof sa;
+    int lf = socket(AF_INET, SOCK_STREAM, 0);
+    if (lf < 0 || bind(lf, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lf, 1) != 0 ||
+        getsockname(lf, (struct sockaddr *)&sa, &sl) != 0) {
+        perror("blast: listen");
+        return 1;
+    }
+    int cf = socket(AF_INET, SOCK_STREAM, 0);
+    if (cf < 0 || connect(cf, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        perror("blast: connect");
+        return 1;
+    }
+    int af = accept(lf, NULL, NULL);
+    blast b = {.fd = af, .bytes = total};
+    pthread_t th;
+    uint8_t *buf = calloc(1, CHUNK);
+    if (af < 0 || !buf || pthread_create(&th, NULL, reader, &b) != 0) return 1;
+    uint64_t t0 = kvp_mono_ns(), sent = 0;
+    while (sent < total) {
+        size_t want = total - sent < CHUNK ? (size_t)(total - sent) : CHUNK;
+        ssize_t n = send(cf, buf, want, MSG_NOSIGNAL);
+        if (n <= 0) break;
+        sent += (uint64_t)n;
+    }
+    pthread_join(th, NULL);
+    double s = (double)(kvp_mono_ns() - t0) / 1e9;
+    printf("raw loopback TCP: %.3f GB in %.3f s = %.3f GB/s\n", (double)b.bytes / 1e9, s, (double)b.bytes / 1e9 / s);
+    if (o->json) {
+        FILE *f = fopen(o->json, "w");
+        if (f) {
+            fprintf(f, "{\"raw_bytes\": %llu, \"raw_s\": %.4f, \"raw_gbps\": %.4f}\n", (unsigned long long)b.bytes, s,
+                    (double)b.bytes / 1e9 / s);
+            fclose(f);
+        }
+    }
+    free(buf);
+    close(cf);
+    close(af);
+    close(lf);
+    return b.bytes == total ? 0 : 1;
+}
+
+/* ---- `kvnode --role kvt-blast`: the same transport path P2P uses ------------------ */
+/* P's side: a sender actor submits 64-entry WRITE batches of 4 KiB blocks
+ * (what the P2P sender submits) through the locked TCP kvt and its progress
+ * thread to D's side (a second kvt with its own progress thread) over
+ * loopback, keeping up to 8 batches in flight; D's region is 16 MiB. No
+ * fill, no verify: the transport's ceiling on this machine. */
+#include <stdatomic.h>
+
+#include "transport/posix/net.h"
+#include "transport/tcp/tcp.h"
+
+#define KB_ENTRIES 64u
+#define KB_BLOCK 4096u
+#define KB_REGION (16u << 20)
+#define KB_INFLIGHT 8u
+
+typedef struct kb_side {
+    kvp_net *net;
+    kvt *t;
+    kvt_ep ep;
+    kvt_addr addr;
+    uint32_t actor;
+    uint8_t *mem;
+    kvt_region region;
+} kb_side;
+
+typedef struct kb_run {
+    kvp_rt *rt;
+    kb_side p, d;
+    kvt_peer peer;
+    uint64_t batches_total, submitted, done, failed;
+    uint64_t next_block;
+    _Atomic bool finished;
+} kb_run;
+
+static void kb_submit_more(kb_run *r) {
+    while (r->submitted < r->batches_total && r->submitted - r->done < KB_INFLIGHT) {
+        kvt_write w[KB_ENTRIES];
+        for (uint32_t i = 0; i < KB_ENTRIES; i++) {
+            uint64_t b = r->next_block++ % (KB_REGION / KB_BLOCK);
+            w[i] = (kvt_write){.local = r->p.region, .local_off = b * KB_BLOCK, .remote = r->d.region,
+                               .remote_off = b * KB_BLOCK, .len = KB_BLOCK};
+        }
+        if (kvt_submit(r->p.t, r->p.ep, r->peer, w, KB_ENTRIES, r->submitted, 0) != KV_OK) {
+            r->failed++;
+            atomic_store(&r->finished, true);
+            return;
+        }
+        r->submitted++;
+    }
+}
+
+static void kb_sender(void *self, const kv_msg *m) {
+    kb_run *r = self;
+    if (m->kind == KVT_MSG_EVENT) {
+        const kvt_event *ev = m->payload;
+        if (ev->kind != KVT_EV_DONE) return;
+        r->done++;
+        if (ev->done.status != KV_OK) r->failed++;
+    }
+    if (r->done == r->batches_total || r->failed) atomic_store(&r->finished, true);
+    else kb_submit_more(r);
+}
+
+static void kb_sink(void *self, const kv_msg *m) {
+    (void)self;
+    (void)m;
+}
+
+static kv_status kb_side_new(kvp_env *pe, kb_run *r, kb_side *s, const char *host, const char *name, kv_actor_fn fn) {
+    kvt *inner;
+    kv_status st = kvt_tcp_new(&pe->env, host, &inner);
+    if (st != KV_OK) return st;
+    kvp_net_cfg nc = {.inner = inner, .rt = r->rt, .event_data = kvt_tcp_event_data, .pollfds = kvt_tcp_pollfds};
+    if ((st = kvp_net_new(&pe->env, &nc, &s->net)) != KV_OK) return st;
+    s->t = kvp_net_kvt(s->net);
+    s->mem = calloc(1, KB_REGION);
+    if (!s->mem) return KV_ENOMEM;
+    for (uint32_t i = 0; i < KB_REGION; i += 64) s->mem[i] = (uint8_t)i;
+    st = kv_rt_spawn(kvp_rt_iface(r->rt), name, 0, fn, r, 1u << 18, &s->actor);
+    if (st == KV_OK) st = kvt_ep_open(s->t, s->actor, &s->ep, &s->addr);
+    if (st == KV_OK) st = kvt_reg(s->t, s->mem, KB_REGION, KVT_MEM_HOST, &s->region);
+    return st;
+}
+
+int kvn_run_kvt_blast(const kvn_opts *o) {
+    static kvp_env pe;
+    static kb_run r;
+    kvp_env_cfg ec = {.seed = 1, .level = o->log_level, .tag = "kvt-blast"};
+    kvp_env_init(&pe, &ec);
+    kvp_rt_cfg rc = {.proc = 0, .abi = kvn_abi()};
+    if (kvp_rt_new(&pe.env, &rc, &r.rt) != KV_OK) return 1;
+    uint64_t total = (uint64_t)(o->blast_mb ? o->blast_mb : 4096) << 20;
+    r.batches_total = total / ((uint64_t)KB_ENTRIES * KB_BLOCK);
+    atomic_init(&r.finished, false);
+    kv_status st = kb_side_new(&pe, &r, &r.p, o->host, "P.send", kb_sender);
+    if (st == KV_OK) st = kb_side_new(&pe, &r, &r.d, o->host, "D.sink", kb_sink);
+    if (st == KV_OK) st = kvt_connect(r.p.t, r.p.ep, &r.d.addr, &r.peer);
+    if (st == KV_OK) st = kvp_rt_start(r.rt);
+    if (st == KV_OK) st = kvp_net_start(r.p.net);
+    if (st == KV_OK) st = kvp_net_start(r.d.net);
+    if (st != KV_OK) {
+        fprintf(stderr, "kvt-blast: set-up failed: %s\n", kv_status_str(st));
+        return 1;
+    }
+    uint64_t t0 = kvp_mono_ns();
+    kv_rt_post(kvp_rt_iface(r.rt), r.p.actor, 1, NULL, 0); /* kick the sender */
+    while (!atomic_load(&r.finished)) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    double s = (double)(kvp_mono_ns() - t0) / 1e9;
+    kvp_net_stop(r.p.net);
+    kvp_net_stop(r.d.net);
+    kvp_rt_stop(r.rt);
+    double bytes = (double)r.done * KB_ENTRIES * KB_BLOCK;
+    printf("kvt (tcp + progress threads): %.3f GB in %.3f s = %.3f GB/s (%llu batches of %u x %u B, %llu failed)\n",
+           bytes / 1e9, s, bytes / 1e9 / s, (unsigned long long)r.done, KB_ENTRIES, KB_BLOCK,
+           (unsigned long long)r.failed);
+    if (o->json) {
+        FILE *f = fopen(o->json, "w");
+        if (f) {
+            fprintf(f, "{\"kvt_bytes\": %.0f, \"kvt_s\": %.4f, \"kvt_gbps\": %.4f, \"failed\": %llu}\n", bytes, s,
+                    bytes / 1e9 / s, (unsigned long long)r.failed);
+            fclose(f);
+        }
+    }
+    kvp_net_free(r.p.net);
+    kvp_net_free(r.d.net);
+    kvp_rt_free(r.rt);
+    free(r.p.mem);
+    free(r.d.mem);
+    return r.failed ? 1 : 0;
+}

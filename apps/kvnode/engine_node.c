@@ -1,0 +1,180 @@
+/* apps/kvnode/engine_node.c — a P or D engine process: the core's engine on
+ * the threaded runtime, its workers' KV memory registered with the TCP
+ * transport, an admin actor, and a main thread that waits for SHUTDOWN (or
+ * for the proxy to go away) and prints live accounting on --stats-ms. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "apps/kvnode/kvnode.h"
+#include "core/worker.h"
+#include "transport/posix/net.h"
+#include "transport/tcp/tcp.h"
+
+#define LOOKUP_NS 30000000000ull
+
+typedef struct engine_node {
+    kvp_env pe;
+    kvp_rt *rt;
+    kvp_net *net;
+    kv_engine *eng;
+    uint32_t admin;
+    _Atomic bool shutdown;
+} engine_node;
+
+/* Runs with every other actor of the process parked. */
+typedef struct snap_ctx { engine_node *n; kvn_stats *s; } snap_ctx;
+
+static void snapshot(void *arg) {
+    snap_ctx *c = arg;
+    const kv_engine *e = c->n->eng;
+    kvn_stats *s = c->s;
+    s->engine = e->cfg.index;
+    s->role = e->cfg.role;
+    s->tp = e->cfg.tp;
+    s->n_groups = e->cfg.n_groups;
+    s->block_size = e->cfg.block_size;
+    s->head_bytes = e->cfg.head_bytes;
+    s->pool_blocks = e->cfg.pool_blocks;
+    s->live_reqs = kv_engine_live_reqs(e);
+    s->conn_state = kv_engine_conn_state(e);
+    for (uint32_t g = 0; g < e->cfg.n_groups; g++) kv_engine_pool_report(e, g, &s->pool[g]);
+    s->st = e->stats;
+    s->verified_blocks = 0;
+    for (uint32_t r = 0; r < e->cfg.tp; r++) s->verified_blocks += e->worker[r]->verified_blocks;
+}
+
+static void take_stats(engine_node *n, kvn_stats *s) {
+    memset(s, 0, sizeof *s);
+    snap_ctx c = {n, s};
+    kvp_rt_stop_world(n->rt, snapshot, &c);
+    s->violations = kvp_env_violations(&n->pe);
+    kvp_rt_counters_get(n->rt, &s->rt);
+}
+
+static void admin_handle(void *self, const kv_msg *m) {
+    engine_node *n = self;
+    switch (m->kind) {
+    case KVN_M_STATS_REQ: {
+        kvn_stats s;
+        take_stats(n, &s);
+        if (m->len == sizeof(uint32_t)) memcpy(&s.token, m->payload, sizeof s.token);
+        kv_status st = kv_rt_post(kvp_rt_iface(n->rt), m->src, KVN_M_STATS, &s, sizeof s);
+        if (st != KV_OK) kv_logf(&n->pe.env, KV_LOG_WARN, "admin: stats reply lost: %s", kv_status_str(st));
+        break;
+    }
+    case KVN_M_SHUTDOWN: atomic_store(&n->shutdown, true); break;
+    default: kv_logf(&n->pe.env, KV_LOG_WARN, "admin: unexpected message %#x", m->kind);
+    }
+}
+
+static const char *namer(void *ctx, uint32_t actor) { return kvp_rt_actor_name(ctx, actor); }
+
+static kv_engine_cfg engine_cfg(const kvn_opts *o, uint32_t proxy, uint32_t boot) {
+    bool p = strcmp(o->role, "prefill") == 0;
+    kv_engine_cfg e = {
+        .index = o->index, .node = 1 + o->index * (KV_TP_MAX + 1), .role = p ? KV_ROLE_PRODUCER : KV_ROLE_CONSUMER,
+        .tp = o->tp, .n_groups = o->groups, .block_size = o->block_size, .pool_blocks = o->pool_blocks,
+        .head_bytes = o->head_bytes, .max_batched_tokens = o->max_batched_tokens, .max_running = 32,
+        .policy = o->policy, .prefix_caching = false, .step_ns_base = (uint64_t)o->step_us * 1000u,
+        .step_ns_per_token = 0, .idle_poll_ns = 5000000, .abort_timeout_ns = (uint64_t)o->abort_timeout_ms * 1000000u,
+        .recv_timeout_ns = (uint64_t)o->recv_timeout_ms * 1000000u, .bugs = 0, .proxy_actor = proxy,
+        .bootstrap_actor = boot};
+    for (uint32_t g = 0; g < o->groups; g++) e.group[g] = (kv_group_cfg){.kind = KV_GROUP_FULL};
+    return e;
+}
+
+static kv_status build(engine_node *n, const kvn_opts *o) {
+    kv_rt *rt = kvp_rt_iface(n->rt);
+    uint32_t pproc = 0, proxy = 0, boot = 0;
+    kv_status st = kvp_rt_dial(n->rt, o->proxy, LOOKUP_NS, &pproc);
+    if (st != KV_OK) {
+        kv_logf(&n->pe.env, KV_LOG_ERROR, "cannot reach the proxy at %s: %s", o->proxy, kv_status_str(st));
+        return st;
+    }
+    st = kvp_rt_lookup(n->rt, "proxy", LOOKUP_NS, &proxy);
+    if (st == KV_OK) st = kvp_rt_lookup(n->rt, "bootstrap", LOOKUP_NS, &boot);
+    if (st != KV_OK) return st;
+    kvt *inner = NULL;
+    st = kvt_tcp_new(&n->pe.env, o->host, &inner);
+    if (st != KV_OK) return st;
+    kvp_net_cfg nc = {.inner = inner, .rt = n->rt, .event_data = kvt_tcp_event_data, .pollfds = kvt_tcp_pollfds};
+    st = kvp_net_new(&n->pe.env, &nc, &n->net);
+    if (st != KV_OK) {
+        kvt_tcp_free(inner);
+        return st;
+    }
+    kvt *t[KV_TP_MAX];
+    for (uint32_t r = 0; r < KV_TP_MAX; r++) t[r] = kvp_net_kvt(n->net); /* ranks share this process's transport */
+    kv_engine_cfg ec = engine_cfg(o, proxy, boot);
+    st = kv_engine_new(&n->pe.env, rt, &ec, KV_CONN_P2P, t, &n->eng);
+    char name[KVP_NAME_MAX];
+    snprintf(name, sizeof name, "%c%u.admin", ec.role == KV_ROLE_PRODUCER ? 'P' : 'D', ec.index);
+    if (st == KV_OK) st = kv_rt_spawn(rt, name, ec.node, admin_handle, n, 1u << 16, &n->admin);
+    if (st == KV_OK) st = kvp_rt_publish(n->rt);
+    if (st == KV_OK) st = kvp_rt_start(n->rt);
+    if (st == KV_OK) st = kvp_net_start(n->net);
+    return st;
+}
+
+static void nap_ms(uint32_t ms) {
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int kvn_run_engine(const kvn_opts *o) {
+    static engine_node n;
+    char tag[16];
+    bool p = strcmp(o->role, "prefill") == 0;
+    snprintf(tag, sizeof tag, "%c%u", p ? 'P' : 'D', o->index);
+    kvp_env_cfg ec = {.seed = o->seed, .level = o->log_level, .tag = tag, .keep_going = false};
+    if (o->index + 1 >= KVP_PROCS_MAX || kvp_env_init(&n.pe, &ec) != KV_OK) return 2;
+    kvp_rt_cfg rc = {.proc = 1 + o->index, .abi = kvn_abi()};
+    if (kvp_rt_new(&n.pe.env, &rc, &n.rt) != KV_OK) return 2;
+    kvp_env_set_namer(&n.pe, namer, n.rt);
+    atomic_init(&n.shutdown, false);
+    kv_status st = build(&n, o);
+    if (st != KV_OK) {
+        fprintf(stderr, "[%s] kvnode: start-up failed: %s\n", tag, kv_status_str(st));
+        kvp_rt_stop(n.rt);
+        kvp_net_free(n.net);
+        return 1;
+    }
+    fprintf(stderr, "[%s] kvnode %s up (engine %u, tp %u, %u blocks x %u B)\n", tag, o->role, o->index, o->tp,
+            o->pool_blocks, o->head_bytes * KV_HEADS / o->tp);
+    int rc_exit = 0;
+    uint64_t next_stats = kvp_mono_ns() + (uint64_t)o->stats_ms * 1000000u;
+    while (!atomic_load(&n.shutdown)) {
+        nap_ms(10);
+        if (!kvp_rt_link_up(n.rt, 0)) {
+            fprintf(stderr, "[%s] kvnode: the proxy went away; stopping\n", tag);
+            rc_exit = 3;
+            break;
+        }
+        if (o->stats_ms && kvp_mono_ns() >= next_stats) {
+            kvn_stats s;
+            char line[1024];
+            take_stats(&n, &s);
+            kvn_stats_line(&s, line, sizeof line);
+            fprintf(stderr, "[%s] stats %s\n", tag, line);
+            next_stats += (uint64_t)o->stats_ms * 1000000u;
+        }
+    }
+    kvn_stats s;
+    char line[1024];
+    take_stats(&n, &s);
+    kvn_stats_line(&s, line, sizeof line);
+    fprintf(stderr, "[%s] final %s\n", tag, line);
+    kvp_net_counters nc;
+    kvp_net_counters_get(n.net, &nc);
+    fprintf(stderr, "[%s] net polls %llu events %llu sleeps %llu post_retries %llu full_waits %llu full_fails %llu\n",
+            tag, (unsigned long long)nc.polls, (unsigned long long)nc.events, (unsigned long long)nc.sleeps,
+            (unsigned long long)nc.post_retries, (unsigned long long)nc.full_waits, (unsigned long long)nc.full_fails);
+    kvp_net_stop(n.net);
+    kvp_rt_stop(n.rt);
+    kv_engine_free(n.eng);
+    kvp_net_free(n.net);
+    kvp_rt_free(n.rt);
+    return rc_exit;
+}

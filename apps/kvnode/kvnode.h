@@ -1,0 +1,92 @@
+/* apps/kvnode/kvnode.h — the production node: one process per role.
+ *
+ *   prefill  a P engine (scheduler, workers, P2P sender) with real KV block
+ *            memory; its forward pass fills blocks with bytes derived from
+ *            token ids
+ *   decode   a D engine; its receiver pulls P's blocks over the transport and
+ *            its worker verifies every received block (INV-DATA)
+ *   blast    no engine: the raw loopback TCP bandwidth (bench baseline)
+ *   proxy    the core's proxy and bootstrap actors plus a driver that pushes
+ *            N requests through P and D, optionally aborting a fraction at
+ *            random phases, then reports requests/s, GB/s of KV moved,
+ *            latency percentiles and each engine's block-pool accounting
+ * Processes: proxy = process 0 (listens on --listen); engine i = process
+ * 1 + i (dials --proxy). Posts between them cross the runtime's bridge
+ * (transport/posix/bridge.c); KV and the P2P control channel cross the TCP
+ * transport between P and D directly.
+ *
+ * Each engine process also runs an "admin" actor (<E>.admin): STATS_REQ
+ * answers a kvn_stats snapshot taken with every other actor of the process
+ * parked (consistent, race-free), SHUTDOWN ends the process. */
+#ifndef KVCONN_APPS_KVNODE_H
+#define KVCONN_APPS_KVNODE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/block_pool.h"
+#include "core/engine.h"
+#include "transport/posix/posix_env.h"
+#include "transport/posix/thread_rt.h"
+
+/* kvnode's own message kinds (the core's are small integers). */
+enum {
+    KVN_M_STATS_REQ = 0x6b760001, /* proxy -> admin: payload u32 token */
+    KVN_M_STATS = 0x6b760002,     /* admin -> requester: kvn_stats */
+    KVN_M_SHUTDOWN = 0x6b760003,  /* proxy -> admin */
+};
+
+typedef struct kvn_stats {
+    uint32_t token;          /* as in the request */
+    uint32_t engine, role;   /* kv_role */
+    uint32_t tp, n_groups, block_size, head_bytes, pool_blocks;
+    uint32_t live_reqs;      /* request slots in use */
+    uint32_t conn_state;     /* connector entries still held */
+    kv_pool_report pool[KV_GROUPS_MAX];
+    kv_engine_stats st;
+    uint64_t verified_blocks;/* blocks D checked against the token-derived bytes */
+    uint64_t violations;     /* invariant violations the core reported */
+    kvp_rt_counters rt;
+} kvn_stats;
+
+typedef struct kvn_opts {
+    const char *role;        /* "prefill" | "decode" | "proxy" */
+    const char *listen;      /* proxy: bridge address, "127.0.0.1:0" */
+    const char *proxy;       /* engines: the proxy's bridge address */
+    const char *host;        /* transport bind host */
+    const char *port_file;   /* proxy: write the bridge port here */
+    const char *json;        /* proxy: results as JSON */
+    uint32_t index;          /* engine index (P: 0, D: 1) */
+    uint32_t requests, window;
+    double abort_frac;
+    uint32_t abort_max_us;   /* aborts land 0..this after submit */
+    uint64_t seed;
+    uint32_t prompt_min, prompt_max, decode_tokens;
+    bool sequential;
+    uint32_t tp, block_size, pool_blocks, head_bytes, max_batched_tokens;
+    uint32_t step_us;        /* model cost of a step */
+    uint32_t recv_timeout_ms, abort_timeout_ms;
+    uint32_t stats_ms;       /* engines: print live pool accounting this often */
+    uint32_t quiesce_ms;     /* proxy: bound on waiting for pools to drain */
+    uint32_t stall_ms;       /* proxy: no completion for this long = stuck */
+    uint8_t policy;          /* kv_fail_policy */
+    bool no_shutdown;        /* proxy: leave the engines running */
+    kv_log_level log_level;
+    uint32_t groups;         /* KV cache groups (full attention), 1..KV_GROUPS_MAX */
+    uint32_t blast_mb;       /* blast: MiB to send */
+} kvn_opts;
+
+/* The ABI tag both ends of the bridge must share: sizes of every payload
+ * that crosses it (raw struct bytes). */
+uint32_t kvn_abi(void);
+/* "P0: g0[cap .. free .. cached .. owned .. pinned .. inflight ..] ..." */
+void kvn_stats_line(const kvn_stats *s, char *out, size_t cap);
+
+int kvn_run_engine(const kvn_opts *o);
+int kvn_run_proxy(const kvn_opts *o);
+/* Raw loopback TCP bandwidth (the benchmark's baseline). */
+int kvn_run_blast(const kvn_opts *o);
+/* The same, through the TCP kvt and its progress threads (no fill/verify). */
+int kvn_run_kvt_blast(const kvn_opts *o);
+
+#endif

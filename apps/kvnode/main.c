@@ -1,0 +1,146 @@
+/* apps/kvnode/main.c — command line of the production node; see kvnode.h. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/kvnode/kvnode.h"
+#include "core/msgs.h"
+#include "core/proxy.h"
+
+uint32_t kvn_abi(void) {
+    static const size_t sizes[] = {sizeof(kv_req_spec),     sizeof(kv_m_abort),   sizeof(kv_m_req_done),
+                                   sizeof(kv_wire_boot),    sizeof(kv_m_boot_query), sizeof(kvn_stats),
+                                   sizeof(kv_m_proxy_submit), sizeof(kv_m_fault)};
+    uint32_t h = 0x6b766e31u; /* "kvn1": bump when a payload changes meaning */
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) h = (h ^ (uint32_t)sizes[i]) * 16777619u;
+    return h;
+}
+
+void kvn_stats_line(const kvn_stats *s, char *out, size_t cap) {
+    size_t n = 0;
+    int w = snprintf(out, cap, "%c%u (tp %u):", s->role == KV_ROLE_PRODUCER ? 'P' : 'D', s->engine, s->tp);
+    n = w > 0 ? (size_t)w : 0;
+    for (uint32_t g = 0; g < s->n_groups && n < cap; g++) {
+        const kv_pool_report *r = &s->pool[g];
+        w = snprintf(out + n, cap - n, " g%u[cap %u free %u cached %u owned %u pinned %u inflight %u]", g,
+                     r->capacity, r->free, r->cached, r->owned, r->pinned, r->inflight);
+        n += w > 0 ? (size_t)w : 0;
+    }
+    if (n < cap)
+        snprintf(out + n, cap - n,
+                 " live %u conn %u steps %llu finished %llu aborts %llu errors %llu recv %llu send %llu "
+                 "load_errors %llu verified_blocks %llu violations %llu",
+                 s->live_reqs, s->conn_state, (unsigned long long)s->st.steps, (unsigned long long)s->st.finished,
+                 (unsigned long long)s->st.aborts, (unsigned long long)s->st.errors,
+                 (unsigned long long)s->st.finished_recving, (unsigned long long)s->st.finished_sending,
+                 (unsigned long long)s->st.load_errors, (unsigned long long)s->verified_blocks,
+                 (unsigned long long)s->violations);
+}
+
+static void usage(void) {
+    fputs("usage: kvnode --role prefill|decode|proxy|blast|kvt-blast [options]\n"
+          "  common:  --host IP (transport bind, 127.0.0.1)  --seed N  --log debug|info|warn|error\n"
+          "           --groups N (1)  --tp N (1)  --block-size N (16)  --pool-blocks N (1024)  --head-bytes N (1024)\n"
+          "           --step-us N (0)  --recv-timeout-ms N (10000)  --abort-timeout-ms N (5000)\n"
+          "           --policy fail|recompute\n"
+          "  engines: --proxy IP:PORT  --index N (P 0, D 1)  --stats-ms N (live pool accounting)\n"
+          "  proxy:   --listen IP:PORT (127.0.0.1:0)  --port-file PATH  --requests N (1000)\n"
+          "           --window N (16: at most the P2P sender's pull slots)  --abort-frac F (0)  --abort-max-us N (20000)\n"
+          "           --prompt-min N (256)  --prompt-max N (1000)  --decode-tokens N (2)  --sequential\n"
+          "           --json PATH  --quiesce-ms N  --stall-ms N (30000)  --no-shutdown\n"
+          "  blast, kvt-blast: --blast-mb N (4096)  --json PATH\n",
+          stderr);
+}
+
+static bool parse_u32(const char *s, uint32_t *out) {
+    char *end = NULL;
+    unsigned long v = strtoul(s, &end, 10);
+    if (!s[0] || !end || *end || v > UINT32_MAX) return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+static bool parse_arg(kvn_opts *o, const char *k, const char *v) {
+    struct { const char *name; uint32_t *dst; } u32s[] = {
+        {"--index", &o->index},           {"--requests", &o->requests},
+        {"--window", &o->window},         {"--abort-max-us", &o->abort_max_us},
+        {"--prompt-min", &o->prompt_min}, {"--prompt-max", &o->prompt_max},
+        {"--decode-tokens", &o->decode_tokens}, {"--tp", &o->tp},
+        {"--block-size", &o->block_size}, {"--pool-blocks", &o->pool_blocks},
+        {"--head-bytes", &o->head_bytes}, {"--step-us", &o->step_us},
+        {"--recv-timeout-ms", &o->recv_timeout_ms}, {"--abort-timeout-ms", &o->abort_timeout_ms},
+        {"--stats-ms", &o->stats_ms},     {"--quiesce-ms", &o->quiesce_ms},
+        {"--stall-ms", &o->stall_ms},     {"--max-batched-tokens", &o->max_batched_tokens},
+        {"--groups", &o->groups},         {"--blast-mb", &o->blast_mb},
+    };
+    for (size_t i = 0; i < sizeof u32s / sizeof u32s[0]; i++)
+        if (strcmp(k, u32s[i].name) == 0) return parse_u32(v, u32s[i].dst);
+    if (strcmp(k, "--role") == 0) o->role = v;
+    else if (strcmp(k, "--listen") == 0) o->listen = v;
+    else if (strcmp(k, "--proxy") == 0) o->proxy = v;
+    else if (strcmp(k, "--host") == 0) o->host = v;
+    else if (strcmp(k, "--port-file") == 0) o->port_file = v;
+    else if (strcmp(k, "--json") == 0) o->json = v;
+    else if (strcmp(k, "--seed") == 0) o->seed = strtoull(v, NULL, 10);
+    else if (strcmp(k, "--abort-frac") == 0) o->abort_frac = strtod(v, NULL);
+    else if (strcmp(k, "--policy") == 0) {
+        if (strcmp(v, "fail") == 0) o->policy = KV_POLICY_FAIL;
+        else if (strcmp(v, "recompute") == 0) o->policy = KV_POLICY_RECOMPUTE;
+        else return false;
+    } else if (strcmp(k, "--log") == 0) {
+        static const char *const lv[] = {"debug", "info", "warn", "error"};
+        for (uint32_t i = 0; i < 4; i++)
+            if (strcmp(v, lv[i]) == 0) {
+                o->log_level = (kv_log_level)i;
+                return true;
+            }
+        return false;
+    } else return false;
+    return true;
+}
+
+int main(int argc, char **argv) {
+    kvn_opts o = {.listen = "127.0.0.1:0", .host = "127.0.0.1", .index = UINT32_MAX, .requests = 1000,
+                  .window = 16, .abort_max_us = 20000, .prompt_min = 256, .prompt_max = 1000,
+                  .decode_tokens = 2, .tp = 1, .block_size = 16, .pool_blocks = 1024, .head_bytes = 1024,
+                  .max_batched_tokens = 8192, .recv_timeout_ms = 10000, .abort_timeout_ms = 5000,
+.groups = 1,
+                  .stall_ms = 30000, .policy = KV_POLICY_FAIL, .log_level = KV_LOG_WARN};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--sequential") == 0) o.sequential = true;
+        else if (strcmp(argv[i], "--no-shutdown") == 0) o.no_shutdown = true;
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage();
+            return 0;
+        } else if (i + 1 < argc && parse_arg(&o, argv[i], argv[i + 1])) i++;
+        else {
+            fprintf(stderr, "kvnode: bad argument '%s'\n", argv[i]);
+            usage();
+            return 2;
+        }
+    }
+    signal(SIGPIPE, SIG_IGN);
+    if (!o.role) {
+        usage();
+        return 2;
+    }
+    if (!o.quiesce_ms) o.quiesce_ms = o.abort_timeout_ms + o.recv_timeout_ms + 5000;
+    if (o.groups == 0 || o.groups > KV_GROUPS_MAX) {
+        fprintf(stderr, "kvnode: --groups must be 1..%u\n", KV_GROUPS_MAX);
+        return 2;
+    }
+    if (strcmp(o.role, "proxy") == 0) return kvn_run_proxy(&o);
+    if (strcmp(o.role, "blast") == 0) return kvn_run_blast(&o);
+    if (strcmp(o.role, "kvt-blast") == 0) return kvn_run_kvt_blast(&o);
+    if (strcmp(o.role, "prefill") == 0 || strcmp(o.role, "decode") == 0) {
+        if (!o.proxy) {
+            fputs("kvnode: engines need --proxy IP:PORT\n", stderr);
+            return 2;
+        }
+        if (o.index == UINT32_MAX) o.index = strcmp(o.role, "prefill") == 0 ? 0 : 1;
+        return kvn_run_engine(&o);
+    }
+    fprintf(stderr, "kvnode: unknown role '%s'\n", o.role);
+    return 2;
+}

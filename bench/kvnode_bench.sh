@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# KV bytes/s from P to D over loopback against the raw loopback TCP bandwidth
+# of this machine, measured in the same run; requests/s and latency of 1,000
+# requests through three kvnode processes. Not a test: prints a table.
+#   raw         a plain socket blast (kvnode --role blast): 1 MiB send()s
+#   kvt         the P2P sender's path without the model: 64 x 4 KiB WRITE
+#               batches through the TCP kvt and its progress threads
+#   kvnode      proxy + P + D processes, 1,000 requests, every block filled
+#               from token ids on P and verified on D
+# Each bandwidth row is the best of 3 (the machine is shared; see README).
+# Usage: bench/kvnode_bench.sh [builddir] (default build-prod, else build)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=${1:-build-prod}
+[ -x "$B/bin/kvnode" ] || B=build
+K=$B/bin/kvnode
+[ -x "$K" ] || { echo "bench: $K not built" >&2; exit 1; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+jget() { python3 -c "import json; d=json.load(open('$1')); print($2)"; }
+best() { # cmd-prefix key: best of 3 JSON values
+  local key=$1; shift; local b=0
+  for i in 1 2 3; do
+    "$@" --json "$tmp/b.json" >/dev/null 2>&1 || continue
+    b=$(python3 -c "import json; v=json.load(open('$tmp/b.json'))['$key']; print(max(v, $b))")
+  done
+  echo "$b"
+}
+run_nodes() { # name "args": proxy + P + D, JSON in $tmp/name.json
+  local name=$1 args=$2
+  "$K" --role proxy --port-file "$tmp/$name.port" --json "$tmp/$name.json" $args >/dev/null 2>"$tmp/$name.err" &
+  local px=$!
+  for _ in $(seq 200); do [ -s "$tmp/$name.port" ] && break; sleep 0.05; done
+  local port; port=$(cat "$tmp/$name.port")
+  "$K" --role prefill --proxy "127.0.0.1:$port" $args 2>/dev/null &
+  local pp=$!
+  "$K" --role decode --proxy "127.0.0.1:$port" $args 2>/dev/null &
+  local pd=$!
+  wait $px; wait $pp; wait $pd
+}
+
+raw=$(best raw_gbps "$K" --role blast --blast-mb 2048)
+kvt=$(best kvt_gbps "$K" --role kvt-blast --blast-mb 2048)
+run_nodes small "--requests 1000"
+run_nodes large "--requests 1000 --prompt-min 1000 --prompt-max 1000 --groups 5 --pool-blocks 4000"
+row() { # name label
+  local j=$tmp/$1.json
+  printf "| %-34s | %8s | %8.1f | %7.2f | %7.2f | %9.3f | %5.0f%% |\n" "$2" \
+    "$(jget "$j" "d['ok']")/1000" "$(jget "$j" "d['req_per_s']")" "$(jget "$j" "d['p50_ms']")" \
+    "$(jget "$j" "d['p99_ms']")" "$(jget "$j" "d['kv_gbps']")" "$(python3 -c "print($(jget "$j" "d['kv_gbps']") / $raw * 100)")"
+}
+echo "kvnode benchmark ($B, $(nproc) cores, $(date -u +%Y-%m-%d))"
+echo
+printf "| %-34s | %-8s | %-8s | %-7s | %-7s | %-9s | %-6s |\n" "path" "ok" "req/s" "p50 ms" "p99 ms" "GB/s" "of raw"
+printf "|%s|%s|%s|%s|%s|%s|%s|\n" "------------------------------------" "----------" "----------" "---------" "---------" "-----------" "--------"
+printf "| %-34s | %8s | %8s | %7s | %7s | %9.3f | %5.0f%% |\n" "raw loopback TCP (socket blast)" "-" "-" "-" "-" "$raw" 100
+printf "| %-34s | %8s | %8s | %7s | %7s | %9.3f | %5.0f%% |\n" "kvt: TCP + progress threads" "-" "-" "-" "-" "$kvt" \
+  "$(python3 -c "print($kvt / $raw * 100)")"
+row small "kvnode 1 group, prompts 256..1000"
+row large "kvnode 5 groups, prompts 1000"

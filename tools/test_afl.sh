@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The AFL++ build (build-afl: afl-clang-fast, libAFLDriver; KVCONN_AFL_BIN
+# overrides the directory): fuzz_scenario runs under afl-fuzz for
+# KVCONN_AFL_SECONDS (default 25) from corpus/fuzz_scenario, non-interactively
+# (a plain container: no UI, no CPU-frequency or core_pattern setup), and
+#  - fuzzer_stats says persistent mode with shared-memory test cases,
+#  - stability is 100.00% (no state leaks from one input into the next),
+#  - nothing crashed with every switch off;
+# and the same binary, run on a repro-* seed with its KVCONN_BUG, aborts.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=${KVCONN_AFL_BIN:-build-afl/bin}
+secs=${KVCONN_AFL_SECONDS:-25}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+unset KVCONN_BUG KVCONN_DB
+fail() { echo "afl: FAILED — $*" >&2; exit 1; }
+command -v afl-fuzz > /dev/null || fail "afl-fuzz not installed (Debian package afl++)"
+[ -x "$B/fuzz_scenario" ] || fail "$B/fuzz_scenario missing (make build-afl)"
+
+mkdir "$tmp/in"
+find corpus/fuzz_scenario -maxdepth 1 -type f ! -name 'repro-*' -exec cp {} "$tmp/in/" \;
+AFL_NO_UI=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_AFFINITY=1 \
+AFL_FAST_CAL=1 AFL_SKIP_CRASHES=1 \
+  timeout $((secs + 120)) afl-fuzz -V "$secs" -i "$tmp/in" -o "$tmp/out" -x fuzz/fuzz_scenario.dict \
+    -- "$B/fuzz_scenario" > "$tmp/afl.log" 2>&1 \
+  || { tail -30 "$tmp/afl.log" >&2; fail "afl-fuzz did not run"; }
+stats=$tmp/out/default/fuzzer_stats
+[ -f "$stats" ] || { tail -30 "$tmp/afl.log" >&2; fail "no fuzzer_stats"; }
+field() { sed -n "s/^$1 *: *//p" "$stats"; }
+mode=$(field target_mode); stab=$(field stability); execs=$(field execs_done)
+crashes=$(field saved_crashes); eps=$(field execs_per_sec)
+echo "  afl-fuzz fuzz_scenario: $execs execs in $secs s ($eps/s), stability $stab, target_mode: $mode"
+case "$mode" in *persistent*) ;; *) fail "not in persistent mode ($mode)";; esac
+case "$mode" in *shmem_testcase*) ;; *) fail "test cases not passed in shared memory ($mode)";; esac
+[ "$stab" = "100.00%" ] || fail "stability $stab: some input's path depends on the inputs before it"
+[ "${execs:-0}" -gt 0 ] || fail "no executions"
+[ "${crashes:-1}" -eq 0 ] || fail "$crashes crashes with every switch off (see $tmp/out/default/crashes)"
+
+f=$(ls corpus/fuzz_scenario/repro-recv_map_race-* | head -1)
+(KVCONN_BUG=recv_map_race "$B/fuzz_scenario" "$f"; echo "exit $?") > "$tmp/repro.log" 2>&1
+grep -q '^exit 0$' "$tmp/repro.log" && fail "the AFL++ build does not abort on $f"
+grep -q '^VIOLATION ' "$tmp/repro.log" || fail "the AFL++ build crashed on $f without a VIOLATION line"
+echo "afl: ok"

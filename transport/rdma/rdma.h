@@ -1,0 +1,144 @@
+/* transport/rdma/rdma.h — RDMA WRITE over RC queue pairs (rdma-core).
+ *
+ * Layers:
+ *   kvt_rdma_verbs   the verbs calls this backend makes, as an ops table.
+ *                    verbs_ibv.c binds it to libibverbs (-DKVCONN_RDMA=ON,
+ *                    found with pkg-config libibverbs); tests bind it to a
+ *                    fake (tests/test_rdma_fake.c) to drive every error path
+ *                    without a NIC.
+ *   kvt_rdma_qps     per-QP batch engine: a kvt batch of WRITEs becomes one
+ *                    signalled RDMA WRITE work request per entry on the
+ *                    peer's RC QP; at most max_outstanding WRs per QP are in
+ *                    flight (a submit that would exceed it is refused with
+ *                    KV_EFULL, no WR posted: the one-completion rule holds);
+ *                    remote (region, offset, len) is bounds-checked against
+ *                    the region table the peer sent at connection set-up
+ *                    before anything is posted; completions are reaped from
+ *                    the CQ and each batch completes exactly once.
+ *   connection set-up goes over the TCP control channel (the tcp backend's
+ *   ctrl messages): each side sends its QP number, LID/GID, PSN and region
+ *   table (id, addr, rkey, len); both move their QP INIT -> RTR -> RTS
+ *   (transport/README.md, "RDMA").
+ *
+ * Error completions are mapped to root causes. When one WR of a QP fails,
+ * the QP enters the error state and every later WR on it completes with
+ * IBV_WC_WR_FLUSH_ERR: those are knock-on, not causes. A batch's status is
+ * its own first non-flush error if it has one, else the QP's recorded root
+ * cause (the first non-flush error on that QP), else KV_ECONNRESET (flushed
+ * with no cause seen: the QP was torn down):
+ *   REM_ACCESS_ERR, LOC_PROT_ERR      -> KV_ERANGE   (outside a registered region)
+ *   RETRY_EXC_ERR, RNR_RETRY_EXC_ERR  -> KV_ECONNRESET (peer gone / not receiving)
+ *   anything else                     -> KV_EIO
+ * provider_err carries the raw wc status (and vendor_err in the high half).
+ *
+ * Single-threaded like every backend: wrap in kvp_net for the threaded
+ * runtime. Memory: all tables sized at kvt_rdma_qps_new. */
+#ifndef KVCONN_TRANSPORT_RDMA_H
+#define KVCONN_TRANSPORT_RDMA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvconn/env.h"
+#include "kvconn/transport.h"
+
+#define KVT_RDMA_QPS_MAX 64u        /* peers (one RC QP each) */
+#define KVT_RDMA_REGIONS_MAX 16u    /* regions per side */
+#define KVT_RDMA_BATCHES_MAX 1024u  /* batches in flight */
+#define KVT_RDMA_WC_BATCH 64u       /* completions reaped per poll_cq call */
+
+/* Work-completion status codes, numerically equal to enum ibv_wc_status. */
+enum {
+    KVT_WC_SUCCESS = 0,
+    KVT_WC_LOC_LEN_ERR = 1,
+    KVT_WC_LOC_QP_OP_ERR = 2,
+    KVT_WC_LOC_PROT_ERR = 4,
+    KVT_WC_WR_FLUSH_ERR = 5,
+    KVT_WC_REM_ACCESS_ERR = 10,
+    KVT_WC_REM_OP_ERR = 11,
+    KVT_WC_RETRY_EXC_ERR = 12,
+    KVT_WC_RNR_RETRY_EXC_ERR = 13,
+    KVT_WC_GENERAL_ERR = 21,
+};
+
+typedef struct kvt_rdma_wc {
+    uint64_t wr_id;
+    uint32_t status;     /* KVT_WC_* (ibv_wc_status) */
+    uint32_t vendor_err;
+    uint32_t qp_num;
+} kvt_rdma_wc;
+
+/* A memory registration as the peer needs it. */
+typedef struct kvt_rdma_mr {
+    void *handle;        /* struct ibv_mr *, or the fake's */
+    uint64_t addr;
+    uint32_t lkey, rkey;
+} kvt_rdma_mr;
+
+/* What a peer sends about its QP at connection set-up. */
+typedef struct kvt_rdma_qp_info {
+    uint32_t qp_num, psn;
+    uint16_t lid;
+    uint8_t gid[16];
+} kvt_rdma_qp_info;
+
+typedef struct kvt_rdma_verbs {
+    size_t size;        /* sizeof(kvt_rdma_verbs) */
+    const char *name;   /* "ibverbs", "fake" */
+    void *ctx;          /* the binding's state */
+    kv_status (*reg_mr)(void *ctx, void *addr, uint64_t len, kvt_rdma_mr *out);
+    void (*dereg_mr)(void *ctx, kvt_rdma_mr *mr);
+    /* RC QP with max_send_wr >= max_outstanding, on the shared send CQ. */
+    kv_status (*create_qp)(void *ctx, uint32_t max_outstanding, void **out_qp, kvt_rdma_qp_info *out_info);
+    /* INIT -> RTR -> RTS against the remote's info. */
+    kv_status (*connect_qp)(void *ctx, void *qp, const kvt_rdma_qp_info *remote);
+    void (*destroy_qp)(void *ctx, void *qp);
+    /* One signalled IBV_WR_RDMA_WRITE. */
+    kv_status (*post_write)(void *ctx, void *qp, uint64_t wr_id, uint64_t laddr, uint32_t lkey, uint64_t raddr,
+                            uint32_t rkey, uint32_t len);
+    /* Non-blocking; up to max completions. */
+    kv_status (*poll_cq)(void *ctx, kvt_rdma_wc *out, uint32_t max, uint32_t *out_n);
+} kvt_rdma_verbs;
+
+/* A remote region as the peer described it at set-up. */
+typedef struct kvt_rdma_remote_region {
+    kvt_region id;
+    uint64_t addr, len;
+    uint32_t rkey;
+} kvt_rdma_remote_region;
+
+typedef struct kvt_rdma_qps kvt_rdma_qps;
+
+/* verbs is borrowed and must outlive the engine. */
+kv_status kvt_rdma_qps_new(const kv_env *env, const kvt_rdma_verbs *verbs, uint32_t max_outstanding,
+                           kvt_rdma_qps **out);
+void kvt_rdma_qps_free(kvt_rdma_qps *q);
+/* Local memory; region ids are never reused. */
+kv_status kvt_rdma_reg(kvt_rdma_qps *q, void *base, uint64_t len, kvt_region *out);
+kv_status kvt_rdma_dereg(kvt_rdma_qps *q, kvt_region r);
+/* The entry the peer needs for one of our regions. */
+kv_status kvt_rdma_export(kvt_rdma_qps *q, kvt_region r, kvt_rdma_remote_region *out);
+/* A peer: creates its QP; info is what to send to the peer. */
+kv_status kvt_rdma_peer_new(kvt_rdma_qps *q, kvt_peer *out, kvt_rdma_qp_info *info);
+/* The peer's answer arrived: its QP info and region table; QP to RTS. */
+kv_status kvt_rdma_peer_connect(kvt_rdma_qps *q, kvt_peer p, const kvt_rdma_qp_info *remote,
+                                const kvt_rdma_remote_region *regions, uint32_t n_regions);
+/* Posts a batch: KV_EINVAL / KV_ENOENT / KV_ERANGE (local or remote range),
+ * KV_EFULL (per-QP outstanding limit or batch table) post nothing and
+ * complete never; KV_OK completes exactly once. */
+kv_status kvt_rdma_submit(kvt_rdma_qps *q, kvt_peer p, const kvt_write *w, uint32_t n, uint64_t tag);
+/* Reaps the CQ; finished batches into out (at most max). */
+kv_status kvt_rdma_poll(kvt_rdma_qps *q, kvt_completion *out, kvt_peer *out_peer, uint32_t max, uint32_t *out_n);
+/* WRs of peer p in flight. */
+uint32_t kvt_rdma_outstanding(const kvt_rdma_qps *q, kvt_peer p);
+/* The wc status -> kv_status mapping above. */
+kv_status kvt_rdma_wc_status(uint32_t wc_status);
+
+#endif
+
+#ifdef KVCONN_HAVE_RDMA
+/* The libibverbs binding (verbs_ibv.c, -DKVCONN_RDMA=ON): opens device
+ * dev_name (NULL: the first), a PD, one CQ, on `port`; fills *out. */
+kv_status kvt_rdma_ibv_open(const kv_env *env, const char *dev_name, uint8_t port, kvt_rdma_verbs *out);
+void kvt_rdma_ibv_close(kvt_rdma_verbs *v);
+#endif
