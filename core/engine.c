@@ -12,7 +12,13 @@
  *    groups need their window blocks cached too; mamba-like groups hold one
  *    state block per request that is never shared;
  *  - a step's tokens are computed when the step is scheduled (vLLM's
- *    _update_after_schedule), and outputs arrive with STEP_RESULT. */
+ *    _update_after_schedule), and outputs arrive with STEP_RESULT;
+ *  - progress rules vLLM's loop lacks (each found as a stall by the
+ *    simulator): arrived remote KV is taken in before the token budget is
+ *    spent; requests holding loaded KV are not blocked behind an
+ *    unadmittable head; a request about to preempt itself, or a step that
+ *    would schedule nothing with nothing in flight, first makes a waiting
+ *    holder of loaded KV give its blocks back (it recomputes). */
 #include "core/engine.h"
 
 #include <stdio.h> /* snprintf only */
