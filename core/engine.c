@@ -783,6 +783,20 @@ uint32_t kv_bug_parse(const char *name) {
     return 0;
 }
 
+const char *kv_bug_list_next(const char *list, uint32_t *bit, size_t *len) {
+    const char *end = list;
+    while (*end && *end != ',') end++;
+    *len = (size_t)(end - list);
+    *bit = 0;
+    char name[64];
+    if (*len < sizeof name) {
+        memcpy(name, list, *len);
+        name[*len] = 0;
+        *bit = kv_bug_parse(name);
+    }
+    return *end ? end + 1 : NULL;
+}
+
 const char *kv_bug_name(uint32_t bit) {
     for (size_t i = 0; i < sizeof bug_names / sizeof bug_names[0]; i++)
         if ((uint32_t)bug_names[i].bit == bit) return bug_names[i].name;

@@ -45,6 +45,10 @@ static inline bool kv_bug_on(uint32_t mask, kv_bug b) { (void)mask; (void)b; ret
 /* "err_early_return" -> bit; 0 if unknown. */
 uint32_t kv_bug_parse(const char *name);
 const char *kv_bug_name(uint32_t bit);
+/* Walks a comma list of switch names ("a,b"): *bit gets the first name's
+ * bit (0 if unknown), *len its length; returns the rest of the list, or NULL
+ * after the last name. */
+const char *kv_bug_list_next(const char *list, uint32_t *bit, size_t *len);
 
 /* Request phases, for fault-coverage accounting. */
 typedef enum kv_phase {

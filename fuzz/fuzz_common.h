@@ -36,21 +36,15 @@ static inline uint32_t fuzz_bugs_from_env(void) {
     const char *b = getenv("KVCONN_BUG");
     uint32_t mask = 0;
     while (b && *b) {
-        const char *end = strchr(b, ',');
-        size_t n = end ? (size_t)(end - b) : strlen(b);
-        char name[64];
-        uint32_t bit = 0;
-        if (n < sizeof name) {
-            memcpy(name, b, n);
-            name[n] = 0;
-            bit = kv_bug_parse(name);
-        }
+        uint32_t bit;
+        size_t n;
+        const char *rest = kv_bug_list_next(b, &bit, &n);
         if (!bit) {
             fprintf(stderr, "KVCONN_BUG=%s: unknown bug switch '%.*s'\n", getenv("KVCONN_BUG"), (int)n, b);
             abort();
         }
         mask |= bit;
-        b = end ? end + 1 : NULL;
+        b = rest;
     }
     return mask;
 }

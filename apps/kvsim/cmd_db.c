@@ -59,10 +59,7 @@ static int parse(int argc, char **argv, db_opts *o) {
             o->db = v;
             i++;
         } else if (!strcmp(a, "--bug")) {
-            uint32_t b = v ? kv_bug_parse(v) : 0;
-            if (!b)
-                return fprintf(stderr, "kvsim db: unknown bug switch '%s'\n", v ? v : ""), -1;
-            o->bugs |= b;
+            if (kvsim_take_bug("db", v, &o->bugs)) return -1;
             i++;
         } else if (!strcmp(a, "--fuzz"))
             o->fuzz = 1;

@@ -87,18 +87,12 @@ static const char *default_fuzzer(char *buf, size_t cap) {
 static int parse_bugs(const char *v, st_opts *o) {
     o->n_bugs = 0;
     while (v && *v) {
-        const char *end = strchr(v, ',');
-        size_t n = end ? (size_t)(end - v) : strlen(v);
-        char name[64];
-        uint32_t bit = 0;
-        if (n < sizeof name) {
-            memcpy(name, v, n);
-            name[n] = 0;
-            bit = kv_bug_parse(name);
-        }
+        uint32_t bit;
+        size_t n;
+        const char *rest = kv_bug_list_next(v, &bit, &n);
         if (!bit || o->n_bugs >= ST_BUGS_MAX) return fprintf(stderr, "kvsim selftest: unknown bug switch '%.*s'\n", (int)n, v), -1;
         o->bug[o->n_bugs++] = bit;
-        v = end ? end + 1 : NULL;
+        v = rest;
     }
     return 0;
 }

@@ -26,10 +26,7 @@ static int parse(int argc, char **argv, shrink_opts *o) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h"))
             return kvsim_usage("shrink"), -2;
         if (!strcmp(a, "--bug")) {
-            uint32_t b = v ? kv_bug_parse(v) : 0;
-            if (!b)
-                return fprintf(stderr, "kvsim shrink: unknown bug switch '%s'\n", v ? v : ""), -1;
-            o->load.bugs |= b;
+            if (kvsim_take_bug("shrink", v, &o->load.bugs)) return -1;
             i++;
         } else if (!strcmp(a, "-o")) {
             if (!v)

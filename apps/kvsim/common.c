@@ -47,9 +47,7 @@ int kvsim_parse_opts(int argc, char **argv, const char *cmd, kvsim_opts *o) {
             o->have_range = 1;
             i++;
         } else if (!strcmp(a, "--bug")) {
-            uint32_t b = v ? kv_bug_parse(v) : 0;
-            if (!b) return fprintf(stderr, "kvsim %s: unknown bug switch '%s'\n", cmd, v ? v : ""), -1;
-            o->bugs |= b;
+            if (kvsim_take_bug(cmd, v, &o->bugs)) return -1;
             i++;
         } else if (!strcmp(a, "--shard")) {
             unsigned si, sn;
@@ -126,5 +124,12 @@ int kvsim_load_scenario(const char *path, sim_scenario *sc) {
         return fprintf(stderr, "%s: larger than a binary scenario can be (%u bytes max); a text scenario needs the .kvs extension\n",
                        path, (unsigned)SIM_SCENARIO_BYTES_MAX), -1;
     sim_scenario_from_bytes(buf, got, sc);
+    return 0;
+}
+
+int kvsim_take_bug(const char *cmd, const char *name, uint32_t *bugs) {
+    uint32_t b = name ? kv_bug_parse(name) : 0;
+    if (!b) return fprintf(stderr, "kvsim %s: unknown bug switch '%s'\n", cmd, name ? name : ""), -1;
+    *bugs |= b;
     return 0;
 }

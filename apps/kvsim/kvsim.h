@@ -51,5 +51,8 @@ void kvsim_print_violation(const sim_result *r);
 /* Loads FILE.kvs (text) or any other file as a binary scenario; on error
  * prints file[:line:col]: message and returns -1. */
 int kvsim_load_scenario(const char *path, sim_scenario *sc);
+/* "--bug NAME": adds NAME's bit to *bugs; prints "kvsim CMD: unknown bug
+ * switch" and returns -1 when NAME is missing or unknown. */
+int kvsim_take_bug(const char *cmd, const char *name, uint32_t *bugs);
 
 #endif
