@@ -436,8 +436,15 @@ static void fill_step_blocks(kv_engine *e) {
     }
 }
 
+/* Step soon. While a step is in flight the news is remembered instead
+ * (wake_pending), and sched_update steps again once it is back: a request
+ * or abort that arrives during an empty step is never left waiting. */
 static void arm_tick(kv_engine *e, uint64_t delay_ns) {
-    if (e->tick_armed || e->busy) return;
+    if (e->busy) {
+        e->wake_pending = true;
+        return;
+    }
+    if (e->tick_armed) return;
     e->tick_armed = true;
     kv_rt_post_at(e->rt, e->sched_actor, kv_now_ns(e->env) + delay_ns, KV_M_TICK, NULL, 0);
 }
@@ -688,15 +695,11 @@ static void sched_handle(void *self, const kv_msg *m) {
         if (!e->busy) sched_step(e);
         break;
     case KV_M_STEP_RESULT: on_step_result(e, m->payload); break;
-    case KV_M_WAKE:
-        if (e->busy) e->wake_pending = true;
-        else arm_tick(e, 0);
-        break;
+    case KV_M_WAKE: arm_tick(e, 0); break;
     default:
         if (e->conn.ops->on_message) {
             e->conn.ops->on_message(e->conn.self, m);
-            if (e->busy) e->wake_pending = true;
-            else arm_tick(e, 0);
+            arm_tick(e, 0);
             break;
         }
         kv_logf(e->env, KV_LOG_WARN, "engine %u: unexpected message %u", e->cfg.index, m->kind);

@@ -22,7 +22,6 @@
  * on_boot_reply; resp on_resp; timer on_timeout; PEER_DOWN on_peer_down.
  * Invariant: a request is reported at most once (reported flag), and every
  * batch whose tasks are all DONE is released. */
-#include <stdio.h> /* snprintf only */
 #include <string.h>
 
 #include "core/p2p.h"
@@ -391,9 +390,7 @@ kv_status kv_p2p_receiver_new(kv_worker *w, kv_p2p_receiver **out, uint32_t *out
     kv_p2p_receiver *r = kv_alloc(w->env, sizeof *r);
     if (!r) return KV_ENOMEM;
     r->w = w;
-    char name[32];
-    snprintf(name, sizeof name, "D%u.w%u.recv", w->cfg.index, w->rank);
-    kv_status st = kv_rt_spawn(w->rt, name, w->cfg.node, recv_handle, r, 1u << 18, &r->actor);
+    kv_status st = kv_worker_spawn(w, "recv", recv_handle, r, 1u << 18, &r->actor);
     if (st == KV_OK) st = kvt_ep_open(w->t, r->actor, &r->ep, &r->addr);
     if (st != KV_OK) {
         kv_release(w->env, r);

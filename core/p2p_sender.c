@@ -511,9 +511,7 @@ kv_status kv_p2p_sender_new(kv_worker *w, kv_p2p_sender **out, uint32_t *out_act
     kv_p2p_sender *s = kv_alloc(w->env, sizeof *s);
     if (!s) return KV_ENOMEM;
     s->w = w;
-    char name[32];
-    snprintf(name, sizeof name, "P%u.w%u.send", w->cfg.index, w->rank);
-    kv_status st = kv_rt_spawn(w->rt, name, w->cfg.node, send_handle, s, 1u << 18, &s->actor);
+    kv_status st = kv_worker_spawn(w, "send", send_handle, s, 1u << 18, &s->actor);
     if (st == KV_OK) st = kvt_ep_open(w->t, s->actor, &s->ep, &s->addr);
     if (st != KV_OK) {
         kv_release(w->env, s);

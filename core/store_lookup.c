@@ -13,7 +13,6 @@
  *                     (kv_store_needs), on every rank; reply; next
  *   timeout, send     reply hit 0; next
  *   failure */
-#include <stdio.h> /* snprintf only */
 #include <string.h>
 
 #include "core/msgs.h"
@@ -128,11 +127,8 @@ kv_status kv_store_lookup_new(kv_worker *w, kv_store_lookup **out, uint32_t *out
     kv_store_lookup *l = kv_alloc(w->env, sizeof *l);
     if (!l) return KV_ENOMEM;
     l->w = w;
-    char name[32];
-    snprintf(name, sizeof name, "%c%u.w%u.slookup", w->cfg.role == KV_ROLE_PRODUCER ? 'P' : 'D', w->cfg.index,
-             w->rank);
     uint32_t actor;
-    kv_status st = kv_rt_spawn(w->rt, name, w->cfg.node, lookup_handle, l, 1u << 16, &actor);
+    kv_status st = kv_worker_spawn(w, "slookup", lookup_handle, l, 1u << 16, &actor);
     if (st == KV_OK) st = kv_store_chan_open(&l->chan, w, actor, KV_M_STORE_LOOKUP_TIMEOUT);
     if (st != KV_OK) {
         kv_release(w->env, l);

@@ -14,7 +14,6 @@
  *   timeout       as an error reply
  *   done          exactly one LOAD_DONE (with the failed blocks) to the
  *                 worker main: the request is always reported finished */
-#include <stdio.h> /* snprintf only */
 #include <string.h>
 
 #include "core/msgs.h"
@@ -160,11 +159,8 @@ kv_status kv_store_receiver_new(kv_worker *w, kv_store_receiver **out, uint32_t 
     if (!r) return KV_ENOMEM;
     r->w = w;
     r->main_actor = w->main_actor;
-    char name[32];
-    snprintf(name, sizeof name, "%c%u.w%u.srecv", w->cfg.role == KV_ROLE_PRODUCER ? 'P' : 'D', w->cfg.index,
-             w->rank);
     uint32_t actor;
-    kv_status st = kv_rt_spawn(w->rt, name, w->cfg.node, recv_handle, r, 1u << 18, &actor);
+    kv_status st = kv_worker_spawn(w, "srecv", recv_handle, r, 1u << 18, &actor);
     if (st == KV_OK) st = kv_store_chan_open(&r->chan, w, actor, KV_M_STORE_LOAD_TIMEOUT);
     if (st != KV_OK) {
         kv_release(w->env, r);

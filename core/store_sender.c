@@ -17,7 +17,6 @@
  *   other, timeout    done (the save is dropped)
  *   done              exactly one SAVE_DONE to the worker main, whatever
  *                     happened (the `finally:` that releases the pin) */
-#include <stdio.h> /* snprintf only */
 #include <string.h>
 
 #include "core/msgs.h"
@@ -191,11 +190,8 @@ kv_status kv_store_sender_new(kv_worker *w, kv_store_sender **out, uint32_t *out
     if (!s) return KV_ENOMEM;
     s->w = w;
     s->main_actor = w->main_actor;
-    char name[32];
-    snprintf(name, sizeof name, "%c%u.w%u.ssend", w->cfg.role == KV_ROLE_PRODUCER ? 'P' : 'D', w->cfg.index,
-             w->rank);
     uint32_t actor;
-    kv_status st = kv_rt_spawn(w->rt, name, w->cfg.node, send_handle, s, 1u << 19, &actor);
+    kv_status st = kv_worker_spawn(w, "ssend", send_handle, s, 1u << 19, &actor);
     if (st == KV_OK) st = kv_store_chan_open(&s->chan, w, actor, KV_M_STORE_SAVE_TIMEOUT);
     if (st != KV_OK) {
         kv_release(w->env, s);

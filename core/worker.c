@@ -93,6 +93,14 @@ kv_status kv_worker_new(kv_engine *e, uint32_t rank, kvt *t, kv_conn_kind kind, 
     return KV_OK;
 }
 
+kv_status kv_worker_spawn(const kv_worker *w, const char *what, kv_actor_fn fn, void *self, uint32_t mailbox_bytes,
+                          uint32_t *out_actor) {
+    char name[32];
+    snprintf(name, sizeof name, "%c%u.w%u.%s", w->cfg.role == KV_ROLE_PRODUCER ? 'P' : 'D', w->cfg.index, w->rank,
+             what);
+    return kv_rt_spawn(w->rt, name, w->cfg.node, fn, self, mailbox_bytes, out_actor);
+}
+
 void kv_worker_free(kv_worker *w) {
     if (!w) return;
     kv_conn_worker_free(w, &w->conn);

@@ -36,6 +36,10 @@ struct kv_worker {
 };
 
 kv_status kv_worker_new(kv_engine *e, uint32_t rank, kvt *t, kv_conn_kind kind, kv_worker **out);
+/* Spawns one of the connector's actors of this rank, named
+ * "<P|D><engine>.w<rank>.<what>", in the engine's process. */
+kv_status kv_worker_spawn(const kv_worker *w, const char *what, kv_actor_fn fn, void *self, uint32_t mailbox_bytes,
+                          uint32_t *out_actor);
 void kv_worker_free(kv_worker *w);
 /* Byte address of (group, block) in this rank's memory. */
 static inline uint8_t *kv_worker_block(kv_worker *w, uint32_t g, uint32_t block) {

@@ -23,44 +23,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static sim_world *w;
 static uint32_t bugs;
 
-/* The world keeps each actor slot's mailbox across runs and grows it when a
- * run spawns a bigger actor there (sim/sim_rt.c, rt_spawn): whether a run
- * takes the allocation branch depends on the runs before it. The run itself
- * is the same (same trace hash); only its coverage differs, which AFL++
- * reports as instability. One run of every actor layout (engines x TP x
- * connector kinds, 2304 empty worlds, about 2 s) grows every slot to its
- * largest size before the fork server starts, so that no input's path
- * depends on its predecessors (stability 100%). libFuzzer builds skip it:
- * there the branch is one spurious feature, seen once per process. */
-static void warm_up(void) {
-#if defined(__AFL_COMPILER)
-    static sim_scenario sc;
-    sim_result r;
-    for (uint32_t layout = 0; layout < 4u * 4u * 3u * 3u * 4u * 4u; layout++) {
-        static const uint32_t tp[3] = {1, 2, 4};
-        uint32_t x = layout;
-        sim_scenario_init(&sc);
-        sc.cfg.n_p = 1u + x % 4u, x /= 4u;
-        sc.cfg.n_d = 1u + x % 4u, x /= 4u;
-        sc.cfg.tp_p = tp[x % 3u], x /= 3u;
-        sc.cfg.tp_d = tp[x % 3u], x /= 3u;
-        sc.cfg.conn_p = (uint8_t)(1u + x % 4u), x /= 4u;
-        sc.cfg.conn_d = (uint8_t)(1u + x % 4u);
-        sc.cfg.pool_blocks_p = sc.cfg.pool_blocks_d = 8;
-        sim_scenario_clamp(&sc);
-        if (sim_world_run(w, &sc.cfg, NULL, &r) != KV_OK) abort();
-    }
-#endif
-}
-
-/* Before the first input (and, under AFL++, before the fork server forks). */
+/* One world for the process: sim_world_run rewinds it, and no run's path
+ * depends on the runs before it (AFL++ stability 100%). */
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
     if (w) return 0;
     if (sim_world_new(&w) != KV_OK) abort();
     bugs = fuzz_bugs_from_env();
-    warm_up();
     return 0;
 }
 

@@ -365,7 +365,15 @@ kv_status replay_db_open(const char *path, replay_open_mode mode, replay_db **ou
         sqlite3_stmt *st;
         s = prepare(db, "PRAGMA journal_mode = WAL", &st, err);
         if (s == KV_OK) {
-            rc = sqlite3_step(st);
+            /* Switching a fresh file to WAL while another writer does the
+             * same can answer BUSY without calling the busy handler: wait
+             * here, as the busy timeout would. */
+            for (int waited = 0;; waited += 5) {
+                rc = sqlite3_step(st);
+                if (((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED) || waited >= REPLAY_BUSY_MS) break;
+                sqlite3_reset(st);
+                sqlite3_sleep(5);
+            }
             const unsigned char *m = rc == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
             bool wal = m && !strcmp((const char *)m, "wal");
             sqlite3_finalize(st);

@@ -14,7 +14,7 @@ typedef struct sim_actor {
     uint32_t node;
     kv_actor_fn fn;
     void *self;
-    uint8_t *ring;     /* [cap] bytes; owned (env) */
+    uint8_t *ring;     /* SIM_MAILBOX_MAX bytes, cap of them in use; owned (env) */
     uint32_t cap;
     uint32_t head;     /* read offset */
     uint32_t used;     /* bytes in ring */
@@ -181,16 +181,11 @@ static kv_status schedule(sim_rt *rt, uint32_t to, uint64_t at, uint32_t kind, c
 static kv_status rt_spawn(kv_rt *iface, const char *name, uint32_t node, kv_actor_fn fn, void *self,
                           uint32_t mailbox_bytes, uint32_t *out_id) {
     sim_rt *rt = iface->impl;
-    if (rt->n_actors >= SIM_ACTORS_MAX || node >= PAIR_NODES || mailbox_bytes < 64)
+    if (rt->n_actors >= SIM_ACTORS_MAX || node >= PAIR_NODES || mailbox_bytes < 64 || mailbox_bytes > SIM_MAILBOX_MAX)
         return KV_EINVAL;
     uint32_t id = rt->n_actors;
     sim_actor *a = &rt->actors[id];
-    if (!a->ring || a->cap < mailbox_bytes) {
-        kv_release(rt->env, a->ring);
-        a->ring = kv_alloc(rt->env, mailbox_bytes);
-        if (!a->ring) return KV_ENOMEM;
-        a->cap = mailbox_bytes;
-    }
+    a->cap = mailbox_bytes; /* the bound asked for; the ring is SIM_MAILBOX_MAX */
     size_t nl = strlen(name);
     if (nl >= sizeof a->name) nl = sizeof a->name - 1;
     memcpy(a->name, name, nl);
@@ -239,7 +234,9 @@ kv_status sim_rt_new(const kv_env *env, const sim_rt_cfg *cfg, sim_choice *choic
     rt->cfg = *cfg;
     rt->heap = kv_alloc(env, sizeof(sim_event) * cfg->events_max);
     rt->arena = kv_alloc(env, cfg->arena_bytes);
-    if (!rt->heap || !rt->arena) {
+    bool rings = true;
+    for (uint32_t i = 0; i < SIM_ACTORS_MAX && rings; i++) rings = (rt->actors[i].ring = kv_alloc(env, SIM_MAILBOX_MAX)) != NULL;
+    if (!rt->heap || !rt->arena || !rings) {
         sim_rt_free(rt);
         return KV_ENOMEM;
     }
@@ -268,7 +265,7 @@ void sim_rt_reset(sim_rt *rt, sim_choice *choice) {
     rt->choice = choice;
     rt->now_ns = 0;
     rt->current = KV_ACTOR_NONE;
-    rt->n_actors = 0; /* rings stay allocated and are reused by spawn */
+    rt->n_actors = 0; /* rings stay allocated; spawn sets each one's bound */
     memset(rt->pair_last_ns, 0, sizeof rt->pair_last_ns);
     rt->n_events = 0;
     rt->seq = 0;

@@ -20,6 +20,10 @@
 #include "sim/choice.h"
 
 #define SIM_ACTORS_MAX 192u
+/* Largest mailbox an actor may ask for. Every actor slot's ring has this
+ * capacity from sim_rt_new on (untouched pages cost nothing), so no run's
+ * path depends on what earlier runs spawned. */
+#define SIM_MAILBOX_MAX (1u << 20)
 
 typedef struct sim_rt_cfg {
     uint32_t events_max;      /* heap entries */

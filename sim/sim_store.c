@@ -1,8 +1,9 @@
 /* sim/sim_store.c — the simulated KV store; see sim_store.h.
  *
- * Entries live in a fixed array (capacity slots) found through a linear-
- * probing index of twice the capacity (power of two, backward-shift delete);
- * an LRU stamp per entry picks eviction victims. Every operation answers at
+ * Entries live in a fixed array (capacity slots, unused ones on a free
+ * stack) found through a linear-probing index of twice the capacity (power
+ * of two, backward-shift delete); an LRU stamp per entry picks eviction
+ * victims. Every operation answers at
  * once; the network supplies the latency. */
 #include "sim/sim_store.h"
 
@@ -30,6 +31,8 @@ struct sim_store {
     kvt_addr addr;
     uint32_t capacity, n_keys;
     st_entry *entry;          /* capacity */
+    uint32_t *free_slot;      /* stack of unused entry numbers */
+    uint32_t n_free;
     uint32_t *index;          /* index_size slots: entry number or NO_SLOT */
     uint32_t index_size;
     uint64_t clock;
@@ -75,6 +78,7 @@ static void index_delete(sim_store *s, uint32_t i) {
 static void evict(sim_store *s, st_entry *e) {
     index_delete(s, probe(s, e->key));
     e->used = false;
+    s->free_slot[s->n_free++] = (uint32_t)(e - s->entry);
     s->n_keys--;
     s->stats.evictions++;
 }
@@ -90,8 +94,7 @@ static void put_key(sim_store *s, kv_store_key k, const uint8_t *bytes, uint32_t
     st_entry *e = lookup(s, k);
     if (!e) {
         if (s->n_keys == s->capacity) evict(s, oldest(s));
-        for (uint32_t i = 0; i < s->capacity && !e; i++)
-            if (!s->entry[i].used) e = &s->entry[i];
+        e = &s->entry[s->free_slot[--s->n_free]];
         e->used = true;
         e->key = k;
         s->index[probe(s, k)] = (uint32_t)(e - s->entry);
@@ -222,8 +225,10 @@ kv_status sim_store_new(const kv_env *env, kv_rt *rt, kvt *t, uint32_t node, uin
     while (s->index_size < 2 * capacity) s->index_size <<= 1;
     s->entry = kv_alloc(env, (size_t)capacity * sizeof *s->entry);
     s->index = kv_alloc(env, (size_t)s->index_size * sizeof *s->index);
-    if (!s->entry || !s->index) return KV_ENOMEM;
-    memset(s->entry, 0, (size_t)capacity * sizeof *s->entry);
+    s->free_slot = kv_alloc(env, (size_t)capacity * sizeof *s->free_slot);
+    if (!s->entry || !s->index || !s->free_slot) return KV_ENOMEM;
+    for (uint32_t i = 0; i < capacity; i++) s->free_slot[i] = capacity - 1 - i; /* entry 0 first */
+    s->n_free = capacity;
     memset(s->index, 0xff, (size_t)s->index_size * sizeof *s->index);
     kv_status st = kv_rt_spawn(rt, "store", node, store_handle, s, 1u << 20, &s->actor);
     if (st == KV_OK) st = kvt_ep_open(t, s->actor, &s->ep, &s->addr);
@@ -234,6 +239,7 @@ kv_status sim_store_new(const kv_env *env, kv_rt *rt, kvt *t, uint32_t node, uin
 
 void sim_store_free(sim_store *s) {
     if (!s) return;
+    kv_release(s->env, s->free_slot);
     kv_release(s->env, s->index);
     kv_release(s->env, s->entry);
     kv_release(s->env, s);

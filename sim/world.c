@@ -25,7 +25,7 @@ struct sim_world {
     kv_env env;          /* per-run: arena allocation */
     kv_env penv;         /* persistent: runtime and network */
     uint8_t *arena;
-    size_t arena_used, arena_peak;
+    size_t arena_used;
     sim_choice choice;
     sim_rt *rt;
     sim_net *net;
@@ -536,8 +536,10 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
     json_begin(w);
     sort_items(w);
     uint64_t last = 0;
-    for (uint32_t i = 0; i < w->n_items; i++)
-        if (item_end(w, i) > last) last = item_end(w, i);
+    for (uint32_t i = 0; i < w->n_items; i++) {
+        uint64_t end = item_end(w, i);
+        if (end > last) last = end;
+    }
     uint64_t bound = last + cfg->live_bound_ns;
     bool timed_out = false;
     while (!out->violated && sim_rt_error(w->rt) == KV_OK && w->net_error == KV_OK) {

@@ -3,7 +3,7 @@
  * subprocess, from an empty corpus, no repro seeds) must each find a
  * violation, and rerunning what they found here, in-process, must violate
  * the same invariant (the sweep's seed through sim_gen, the fuzzer's crash
- * input through kvsim_load_scenario and the fuzz target's own preparation).
+ * input as kvsim replay --fuzz loads it: the fuzz target's own preparation).
  * With no switch on, the same budgets must find nothing. A harness that
  * cannot find a known bug is broken, whatever else it reports.
  *
@@ -31,8 +31,8 @@
 #include <unistd.h>
 
 #include "apps/kvsim/kvsim.h"
+#include "replay/input.h"
 #include "core/engine.h"
-#include "fuzz/fuzz_common.h"
 #include "sim/gen.h"
 #include "sim/scenario.h"
 #include "sim/sweep.h"
@@ -234,14 +234,15 @@ static void parse_log(const char *dir, st_find *f, char *crash, size_t cap) {
 }
 
 static void replay_crash(sim_world *w, const char *crash, uint32_t bug, st_find *f) {
-    static sim_scenario sc;
-    if (kvsim_load_scenario(crash, &sc)) {
+    static replay_input in;
+    replay_load_opts o = {.bugs = bug, .fuzz = true}; /* fuzz_prepare: exactly what the fuzz target ran */
+    replay_err err;
+    if (replay_input_load(crash, &o, &in, &err) != KV_OK) {
         note(f, "cannot read the crash input");
         return;
     }
-    fuzz_prepare(&sc.cfg, bug); /* exactly what the fuzz target ran */
     sim_result r;
-    f->reproduced = sim_world_run(w, &sc.cfg, NULL, &r) == KV_OK && r.violated && !strcmp(kv_inv_name(r.inv), f->inv);
+    f->reproduced = sim_world_run(w, &in.sc.cfg, NULL, &r) == KV_OK && r.violated && !strcmp(kv_inv_name(r.inv), f->inv);
     if (!f->reproduced) note(f, "the crash input, rerun in-process, did not violate the same invariant");
 }
 

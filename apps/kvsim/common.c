@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "apps/kvsim/kvsim.h"
+#include "replay/input.h"
 #include "sim/gen.h"
 #include "sim/scenario.h"
 
@@ -102,28 +103,14 @@ void kvsim_print_violation(const sim_result *r) {
            kv_inv_name(r->inv), r->event, r->at_ns, r->actor_name, (int)r->engine, (int)r->req, r->detail);
 }
 
-/* FILE.kvs is text; anything else is a binary scenario (a fuzzer's crash
- * artifact, an exported case): the total decoder accepts every byte string. */
+/* The file branch of replay_input_load (replay/input.c): FILE.kvs is text,
+ * anything else a binary scenario (an exported case, a decoded artifact). */
 int kvsim_load_scenario(const char *path, sim_scenario *sc) {
-    size_t n = strlen(path);
-    if (n >= 4 && !strcmp(path + n - 4, ".kvs")) {
-        sim_parse_error err;
-        if (sim_scenario_load(path, sc, &err) == KV_OK) return 0;
-        if (err.line) fprintf(stderr, "%s:%u:%u: %s\n", err.file, err.line, err.col, err.msg);
-        else fprintf(stderr, "%s: %s\n", err.file[0] ? err.file : path, err.msg);
-        return -1;
-    }
-    FILE *f = fopen(path, "rb");
-    if (!f) return fprintf(stderr, "%s: cannot open\n", path), -1;
-    static uint8_t buf[SIM_SCENARIO_BYTES_MAX + 1];
-    size_t got = fread(buf, 1, sizeof buf, f);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) return fprintf(stderr, "%s: read error\n", path), -1;
-    if (got > SIM_SCENARIO_BYTES_MAX)
-        return fprintf(stderr, "%s: larger than a binary scenario can be (%u bytes max); a text scenario needs the .kvs extension\n",
-                       path, (unsigned)SIM_SCENARIO_BYTES_MAX), -1;
-    sim_scenario_from_bytes(buf, got, sc);
+    static replay_input in;
+    static const replay_load_opts plain;
+    replay_err err;
+    if (replay_input_load(path, &plain, &in, &err) != KV_OK) return fprintf(stderr, "%s\n", err.msg), -1;
+    sim_scenario_copy(sc, &in.sc);
     return 0;
 }
 

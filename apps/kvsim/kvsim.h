@@ -48,8 +48,9 @@ int kvsim_parse_opts(int argc, char **argv, const char *cmd, kvsim_opts *o);
 int kvsim_verdict_code(const sim_result *r);
 void kvsim_print_cfg(const sim_world_cfg *c);
 void kvsim_print_violation(const sim_result *r);
-/* Loads FILE.kvs (text) or any other file as a binary scenario; on error
- * prints file[:line:col]: message and returns -1. */
+/* Loads FILE.kvs (text), a db:FILE:ID case, or any other file as a binary
+ * scenario (replay_input_load); on error prints file[:line:col]: message
+ * and returns -1. */
 int kvsim_load_scenario(const char *path, sim_scenario *sc);
 /* "--bug NAME": adds NAME's bit to *bugs; prints "kvsim CMD: unknown bug
  * switch" and returns -1 when NAME is missing or unknown. */
