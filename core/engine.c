@@ -27,6 +27,8 @@
 #include "core/request.h"
 #include "core/worker.h"
 
+_Static_assert(KV_DIGEST_MEMO_BLOCKS >= KV_REQ_BLOCKS_MAX, "a digest memo covers a request's blocks");
+
 #define ENG_VIOLATE(e, inv, req, ...) kv_violate((e)->env, (inv), (e)->cfg.index, (req), __VA_ARGS__)
 
 static uint32_t r_max(uint32_t a, uint32_t b) { return a > b ? a : b; }
@@ -34,7 +36,7 @@ static uint32_t r_max(uint32_t a, uint32_t b) { return a > b ? a : b; }
 /* ---- request table ---------------------------------------------------- */
 
 static kv_sreq *find(kv_engine *e, uint32_t id) {
-    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++)
+    for (uint32_t i = 0; i < e->cfg.reqs_max; i++)
         if (e->req[i].used && e->req[i].r.id == id) return &e->req[i];
     return NULL;
 }
@@ -152,9 +154,11 @@ static void remove_skipped(kv_engine *e, kv_sreq *s) {
 static void cache_blocks(kv_engine *e, kv_sreq *s, uint32_t upto) {
     if (!e->cfg.prefix_caching) return;
     uint32_t full = upto / e->cfg.block_size;
+    kv_digest_memo dm;
+    kv_digest_memo_init(&dm, &s->tokens, e->cfg.block_size, 0);
     for (uint32_t pos = s->cached_blocks; pos < full && pos < KV_REQ_BLOCKS_MAX; pos++) {
         for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
-            uint64_t h = s->cache_parent[g] = kv_block_hash(&s->tokens, s->cache_parent[g], pos, e->cfg.block_size, g);
+            uint64_t h = s->cache_parent[g] = kv_block_hash_m(&dm, s->cache_parent[g], pos, g);
             if (e->cfg.group[g].kind == KV_GROUP_MAMBA || pos >= s->r.blocks.n[g]) continue;
             if (s->r.blocks.id[g][pos] != KV_NULL_BLOCK) kv_pool_cache(&e->pool[g], s->r.blocks.id[g][pos], h);
         }
@@ -188,14 +192,16 @@ static uint32_t prefix_hit_blocks(const kv_engine *e, const kv_sreq *s) {
     uint32_t max_k = n ? (n - 1) / bs : 0;
     uint64_t hash[KV_REQ_BLOCKS_MAX][KV_GROUPS_MAX];
     uint64_t parent[KV_GROUPS_MAX] = {0};
+    kv_digest_memo dm;
+    kv_digest_memo_init(&dm, &s->tokens, bs, 0);
     uint32_t k = 0;
     for (; k < max_k && k < KV_REQ_BLOCKS_MAX; k++) { /* group 0 first: most lookups stop early */
-        parent[0] = hash[k][0] = kv_block_hash(&s->tokens, parent[0], k, bs, 0);
+        parent[0] = hash[k][0] = kv_block_hash_m(&dm, parent[0], k, 0);
         if (!kv_pool_lookup(&e->pool[0], hash[k][0])) break;
     }
     for (uint32_t g = 1; g < e->cfg.n_groups; g++)
         for (uint32_t pos = 0; pos < k; pos++)
-            parent[g] = hash[pos][g] = kv_block_hash(&s->tokens, parent[g], pos, bs, g);
+            parent[g] = hash[pos][g] = kv_block_hash_m(&dm, parent[g], pos, g);
     for (; k > 0; k--) { /* every other group must also have what it needs */
         bool ok = true;
         for (uint32_t g = 1; g < e->cfg.n_groups && ok; g++)
@@ -209,9 +215,11 @@ static uint32_t prefix_hit_blocks(const kv_engine *e, const kv_sreq *s) {
 static void take_prefix_hit(kv_engine *e, kv_sreq *s, uint32_t k) {
     uint32_t bs = e->cfg.block_size;
     uint64_t parent[KV_GROUPS_MAX] = {0};
+    kv_digest_memo dm;
+    kv_digest_memo_init(&dm, &s->tokens, bs, 0);
     for (uint32_t pos = 0; pos < k; pos++) {
         for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
-            uint64_t h = parent[g] = kv_block_hash(&s->tokens, parent[g], pos, bs, g);
+            uint64_t h = parent[g] = kv_block_hash_m(&dm, parent[g], pos, g);
             uint32_t id = KV_NULL_BLOCK;
             if (hit_needs(e, g, pos, k)) {
                 id = kv_pool_lookup(&e->pool[g], h);
@@ -514,7 +522,7 @@ static bool holds_block(const kv_sreq *s, uint32_t g, uint32_t b) {
 
 /* _handle_invalid_blocks, and request-level failed_recving. */
 static void handle_load_errors(kv_engine *e) {
-    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) {
+    for (uint32_t i = 0; i < e->cfg.reqs_max; i++) {
         kv_sreq *s = &e->req[i];
         if (!s->used || kv_req_status_finished((kv_req_status)s->r.status)) continue;
         bool hit = kv_id_list_has(&e->agg.failed_recving, s->r.id);
@@ -605,7 +613,7 @@ static void advance_generated(kv_engine *e) {
 }
 
 static bool has_work(const kv_engine *e) {
-    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++)
+    for (uint32_t i = 0; i < e->cfg.reqs_max; i++)
         if (e->req[i].used) return true;
     return false;
 }
@@ -636,7 +644,7 @@ static void on_add(kv_engine *e, const kv_req_spec *sp) {
         return;
     }
     kv_sreq *s = NULL;
-    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX && !s; i++)
+    for (uint32_t i = 0; i < e->cfg.reqs_max && !s; i++)
         if (!e->req[i].used) s = &e->req[i];
     /* vLLM rejects what can never fit: the model length, or the KV cache. */
     uint32_t max_blocks = e->cfg.pool_blocks < KV_REQ_BLOCKS_MAX ? e->cfg.pool_blocks : KV_REQ_BLOCKS_MAX;
@@ -674,6 +682,57 @@ static void on_abort(kv_engine *e, uint32_t id) {
     arm_tick(e, 0);
 }
 
+/* ---- STEP_RESULT packing ------------------------------------------------------- */
+
+static uint8_t *put_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); return p + 4; }
+static uint8_t *put_ids(uint8_t *p, const kv_id_list *l) {
+    p = put_u32(p, l->n);
+    memcpy(p, l->id, (size_t)l->n * 4u);
+    return p + (size_t)l->n * 4u;
+}
+
+uint32_t kv_step_result_pack(const kv_m_step_result *r, uint8_t *buf) {
+    const kv_conn_output *o = &r->out;
+    uint8_t *p = put_u32(buf, r->rank);
+    memcpy(p, &r->step_no, 8);
+    p = put_ids(p + 8, &o->finished_sending);
+    p = put_ids(p, &o->finished_recving);
+    p = put_ids(p, &o->failed_recving);
+    p = put_u32(p, o->invalid_blocks.n);
+    memcpy(p, o->invalid_blocks.e, (size_t)o->invalid_blocks.n * sizeof o->invalid_blocks.e[0]);
+    p += (size_t)o->invalid_blocks.n * sizeof o->invalid_blocks.e[0];
+    return (uint32_t)(p - buf);
+}
+
+/* Reads a count of at most max entries of `size` bytes; NULL when it does not fit. */
+static const uint8_t *take_n(const uint8_t *p, const uint8_t *end, uint32_t max, size_t size, uint32_t *n) {
+    if (end - p < 4) return NULL;
+    memcpy(n, p, 4);
+    p += 4;
+    if (*n > max || (size_t)(end - p) < (size_t)*n * size) return NULL;
+    return p;
+}
+static const uint8_t *get_ids(const uint8_t *p, const uint8_t *end, kv_id_list *l) {
+    if (!(p = take_n(p, end, KV_ENGINE_REQS_MAX, 4, &l->n))) return NULL;
+    memcpy(l->id, p, (size_t)l->n * 4u);
+    return p + (size_t)l->n * 4u;
+}
+
+bool kv_step_result_unpack(const uint8_t *buf, uint32_t len, kv_m_step_result *out) {
+    const uint8_t *p = buf, *end = buf + len;
+    kv_conn_output *o = &out->out;
+    if (len < 12) return false;
+    memcpy(&out->rank, p, 4);
+    memcpy(&out->step_no, p + 4, 8);
+    p += 12;
+    if (!(p = get_ids(p, end, &o->finished_sending)) || !(p = get_ids(p, end, &o->finished_recving)) ||
+        !(p = get_ids(p, end, &o->failed_recving)))
+        return false;
+    if (!(p = take_n(p, end, KV_BAD_BLOCKS_MAX, sizeof o->invalid_blocks.e[0], &o->invalid_blocks.n))) return false;
+    memcpy(o->invalid_blocks.e, p, (size_t)o->invalid_blocks.n * sizeof o->invalid_blocks.e[0]);
+    return p + (size_t)o->invalid_blocks.n * sizeof o->invalid_blocks.e[0] == end;
+}
+
 static void on_step_result(kv_engine *e, const kv_m_step_result *res) {
     if (!e->busy || res->step_no != e->step.step_no || e->results_pending == 0) {
         ENG_VIOLATE(e, KV_INV_STRAY, KV_REQ_NONE, "stray STEP_RESULT for step %llu",
@@ -694,7 +753,10 @@ static void sched_handle(void *self, const kv_msg *m) {
         e->tick_armed = false;
         if (!e->busy) sched_step(e);
         break;
-    case KV_M_STEP_RESULT: on_step_result(e, m->payload); break;
+    case KV_M_STEP_RESULT:
+        if (kv_step_result_unpack(m->payload, m->len, &e->rx)) on_step_result(e, &e->rx);
+        else ENG_VIOLATE(e, KV_INV_STRAY, KV_REQ_NONE, "malformed STEP_RESULT (%u bytes)", m->len);
+        break;
     case KV_M_WAKE: arm_tick(e, 0); break;
     default:
         if (e->conn.ops->on_message) {
@@ -711,13 +773,24 @@ static void sched_handle(void *self, const kv_msg *m) {
 kv_status kv_engine_new(const kv_env *env, kv_rt *rt, const kv_engine_cfg *cfg, kv_conn_kind kind,
                         kvt *const *transports, kv_engine **out) {
     if (!cfg->tp || cfg->tp > KV_TP_MAX || KV_HEADS % cfg->tp || !cfg->n_groups ||
-        cfg->n_groups > KV_GROUPS_MAX || !cfg->block_size || cfg->pool_blocks + 1 > KV_POOL_BLOCKS_MAX)
+        cfg->n_groups > KV_GROUPS_MAX || !cfg->block_size || cfg->pool_blocks + 1 > KV_POOL_BLOCKS_MAX ||
+        cfg->reqs_max > KV_ENGINE_REQS_MAX)
         return KV_EINVAL;
     kv_engine *e = kv_alloc(env, sizeof *e);
     if (!e) return KV_ENOMEM;
     e->env = env;
     e->rt = rt;
     e->cfg = *cfg;
+    if (!e->cfg.reqs_max) e->cfg.reqs_max = KV_ENGINE_REQS_MAX;
+    uint32_t cap = e->cfg.reqs_max;
+    e->req = kv_alloc(env, cap * sizeof e->req[0]);
+    e->waiting = kv_alloc(env, cap * sizeof e->waiting[0]);
+    e->running = kv_alloc(env, cap * sizeof e->running[0]);
+    e->step.req = kv_alloc(env, cap * sizeof e->step.req[0]);
+    if (!e->req || !e->waiting || !e->running || !e->step.req) {
+        kv_engine_free(e);
+        return KV_ENOMEM;
+    }
     char name[32];
     snprintf(name, sizeof name, "%c%u.sched", cfg->role == KV_ROLE_PRODUCER ? 'P' : 'D', cfg->index);
     kv_status st = kv_rt_spawn(rt, name, cfg->node, sched_handle, e, 1u << 16, &e->sched_actor);
@@ -743,12 +816,16 @@ void kv_engine_free(kv_engine *e) {
     kv_conn_sched_free(e, &e->conn);
     for (uint32_t g = 0; g < KV_GROUPS_MAX; g++)
         if (e->pool[g].meta) kv_pool_deinit(&e->pool[g]);
+    kv_release(e->env, e->step.req);
+    kv_release(e->env, e->running);
+    kv_release(e->env, e->waiting);
+    kv_release(e->env, e->req);
     kv_release(e->env, e);
 }
 
 uint32_t kv_engine_live_reqs(const kv_engine *e) {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) n += e->req[i].used;
+    for (uint32_t i = 0; i < e->cfg.reqs_max; i++) n += e->req[i].used;
     return n;
 }
 

@@ -90,6 +90,11 @@ typedef struct kv_engine_cfg {
     uint32_t head_bytes;      /* KV bytes of one head in one block */
     uint32_t max_batched_tokens;
     uint32_t max_running;
+    uint32_t reqs_max;        /* live requests the tables hold (vLLM's max_num_seqs
+                               * bounds what runs; this bounds what is known):
+                               * 1..KV_ENGINE_REQS_MAX, 0 = KV_ENGINE_REQS_MAX. Every
+                               * per-request table of the engine and its connector
+                               * is sized by it. */
     uint8_t policy;           /* kv_fail_policy */
     bool prefix_caching;
     uint64_t step_ns_base;    /* model cost of one step */
@@ -117,7 +122,7 @@ typedef struct kv_step_req {
 typedef struct kv_step {
     uint64_t step_no;
     uint32_t n_reqs;
-    kv_step_req req[KV_ENGINE_REQS_MAX];
+    kv_step_req *req;         /* [cfg.reqs_max] */
     kv_id_list finished;      /* finished_req_ids for get_finished */
     const void *conn_meta;    /* the connector's frozen metadata */
 } kv_step;
@@ -131,6 +136,14 @@ typedef struct kv_m_step_result {
     uint64_t step_no;
     kv_conn_output out;
 } kv_m_step_result;
+
+/* STEP_RESULT travels packed: rank, step_no, then each list of `out` as a
+ * count and only its used entries (an empty result is 28 bytes, not the
+ * whole struct). Unpack fills the counts and the used entries only. */
+#define KV_STEP_RESULT_PACKED_MAX \
+    (12u + 4u * 4u + 3u * 4u * KV_ENGINE_REQS_MAX + 8u * KV_BAD_BLOCKS_MAX)
+uint32_t kv_step_result_pack(const kv_m_step_result *r, uint8_t *buf);
+bool kv_step_result_unpack(const uint8_t *buf, uint32_t len, kv_m_step_result *out);
 
 /* A request slot of the scheduler. */
 typedef struct kv_sreq {
@@ -163,10 +176,10 @@ typedef struct kv_engine {
     kv_engine_cfg cfg;
     uint32_t sched_actor;
     kv_block_pool pool[KV_GROUPS_MAX];
-    kv_sreq req[KV_ENGINE_REQS_MAX];
-    uint32_t waiting[KV_ENGINE_REQS_MAX]; /* slot indices, FIFO */
+    kv_sreq *req;                 /* [cfg.reqs_max] slots */
+    uint32_t *waiting;            /* [cfg.reqs_max] slot indices, FIFO */
     uint32_t n_waiting;
-    uint32_t running[KV_ENGINE_REQS_MAX]; /* slot indices, admission order */
+    uint32_t *running;            /* [cfg.reqs_max] slot indices, admission order */
     uint32_t n_running;
     uint32_t next_seq;
     kv_id_list finished_recving_kv;  /* finished_recving_kv_req_ids */
@@ -181,6 +194,7 @@ typedef struct kv_engine {
     bool wake_pending;               /* a worker woke us while a step was in flight */
     uint32_t results_pending;        /* ranks yet to answer */
     kv_conn_output agg;              /* outputs of this step, all ranks */
+    kv_m_step_result rx;             /* the STEP_RESULT being merged, unpacked */
     kv_worker *worker[KV_TP_MAX];    /* owned (env); each owned by its own actor */
     kv_engine_stats stats;
 } kv_engine;

@@ -26,44 +26,164 @@ static uint64_t tokens_digest(const kv_tokens *t, uint32_t pos, uint32_t bs, uin
     return kv_mix64(h ^ ((uint64_t)(end - pos * bs) << 40));
 }
 
-uint64_t kv_block_hash(const kv_tokens *t, uint64_t parent, uint32_t pos, uint32_t block_size,
-                       uint32_t group) {
-    uint64_t h = kv_mix64(parent ^ tokens_digest(t, pos, block_size, (pos + 1) * block_size) ^
-                          ((uint64_t)group << 56));
+static uint64_t hash_of(uint64_t parent, uint64_t digest, uint32_t group) {
+    uint64_t h = kv_mix64(parent ^ digest ^ ((uint64_t)group << 56));
     return h ? h : 1;
 }
 
-/* Bytes j..j+7 of one head come from one mix of (digest, group, head, j/8). */
-static uint64_t block_word(uint64_t digest, uint32_t group, uint32_t head, uint32_t j) {
-    return kv_mix64(digest ^ ((uint64_t)group << 48) ^ ((uint64_t)head << 32) ^ (j >> 3));
+uint64_t kv_block_hash(const kv_tokens *t, uint64_t parent, uint32_t pos, uint32_t block_size,
+                       uint32_t group) {
+    return hash_of(parent, tokens_digest(t, pos, block_size, (pos + 1) * block_size), group);
+}
+
+/* Bytes j..j+7 of one head are the little-endian bytes of one mix of
+ * (digest, group, head, j/8): word k of a head is kv_mix64(key ^ k) with
+ * key = digest ^ group << 48 ^ head << 32. The loops below produce exactly
+ * those bytes, a word (or, with AVX-512, eight words) at a time; only a
+ * head_bytes that is not a multiple of 8 takes the byte path for its tail.
+ * Same output on every path (kvnode's D checks P's bytes; the simulator's
+ * traces hash them). */
+static uint64_t head_key(uint64_t digest, uint32_t group, uint32_t head) {
+    return digest ^ ((uint64_t)group << 48) ^ ((uint64_t)head << 32);
+}
+
+static void put_word(uint8_t *o, uint64_t v) {
+    for (uint32_t b = 0; b < 8; b++) o[b] = (uint8_t)(v >> (8u * b)); /* one store after store merging */
+}
+
+static uint64_t get_word(const uint8_t *o) {
+    uint64_t v = 0;
+    for (uint32_t b = 0; b < 8; b++) v |= (uint64_t)o[b] << (8u * b);
+    return v;
+}
+
+/* Words [k0, nw) of one head; returns the OR of (have ^ want) when have is
+ * given (verify), else writes out (fill). */
+static uint64_t head_words(uint8_t *out, const uint8_t *have, uint64_t key, uint32_t k0, uint32_t nw) {
+    uint64_t diff = 0;
+    for (uint32_t k = k0; k < nw; k++) {
+        uint64_t v = kv_mix64(key ^ k);
+        if (have) diff |= get_word(have + 8u * k) ^ v;
+        else put_word(out + 8u * k, v);
+    }
+    return diff;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KVCONN_NO_SIMD)
+#include <immintrin.h>
+#include <stdatomic.h>
+#define KV_DATA_AVX512 1
+/* kv_mix64 on eight words at once: words [0, nw & ~7) of one head. */
+__attribute__((target("avx512f,avx512dq"))) static uint64_t head_words_avx512(uint8_t *out, const uint8_t *have,
+                                                                               uint64_t key, uint32_t nw) {
+    const __m512i c0 = _mm512_set1_epi64((long long)0x9e3779b97f4a7c15ull);
+    const __m512i c1 = _mm512_set1_epi64((long long)0xbf58476d1ce4e5b9ull);
+    const __m512i c2 = _mm512_set1_epi64((long long)0x94d049bb133111ebull);
+    const __m512i step = _mm512_set1_epi64(8);
+    __m512i k = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), kk = _mm512_set1_epi64((long long)key);
+    __m512i diff = _mm512_setzero_si512();
+    for (uint32_t i = 0; i + 8u <= nw; i += 8u) {
+        __m512i x = _mm512_add_epi64(_mm512_xor_si512(kk, k), c0);
+        x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 30)), c1);
+        x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 27)), c2);
+        x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
+        if (have) diff = _mm512_or_si512(diff, _mm512_xor_si512(x, _mm512_loadu_si512((const void *)(have + 8u * i))));
+        else _mm512_storeu_si512((void *)(out + 8u * i), x);
+        k = _mm512_add_epi64(k, step);
+    }
+    return (uint64_t)_mm512_reduce_or_epi64(diff);
+}
+
+/* 0 unknown, 1 AVX-512 (F + DQ), 2 none. Atomic: kvnode's workers fill and
+ * verify on several threads; every writer stores the same value. */
+static _Atomic int simd_state;
+static bool use_avx512(void) {
+    int s = atomic_load_explicit(&simd_state, memory_order_relaxed);
+    if (!s) {
+        __builtin_cpu_init();
+        s = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") ? 1 : 2;
+        atomic_store_explicit(&simd_state, s, memory_order_relaxed);
+    }
+    return s == 1;
+}
+#endif
+
+/* One head: fill (have NULL) or compare; true when equal (fill: always). */
+static bool head_bytes_do(uint8_t *out, const uint8_t *have, uint64_t key, uint32_t head_bytes) {
+    uint32_t nw = head_bytes / 8u, k0 = 0;
+    uint64_t diff = 0;
+#ifdef KV_DATA_AVX512
+    if (nw >= 8u && use_avx512()) {
+        diff = head_words_avx512(out, have, key, nw);
+        k0 = nw & ~7u;
+    }
+#endif
+    diff |= head_words(out, have, key, k0, nw);
+    if (head_bytes & 7u) {
+        uint64_t v = kv_mix64(key ^ nw);
+        for (uint32_t j = nw * 8u; j < head_bytes; j++) {
+            uint8_t b = (uint8_t)(v >> (8u * (j & 7u)));
+            if (have) diff |= (uint8_t)(have[j] ^ b);
+            else out[j] = b;
+        }
+    }
+    return diff == 0;
 }
 
 void kv_fill_block(uint8_t *out, const kv_tokens *t, uint32_t pos, uint32_t block_size,
                    uint32_t n_tokens, uint32_t group, uint32_t head_lo, uint32_t head_hi,
                    uint32_t head_bytes) {
     uint64_t d = tokens_digest(t, pos, block_size, n_tokens);
-    for (uint32_t h = head_lo; h < head_hi; h++) {
-        uint8_t *o = out + (size_t)(h - head_lo) * head_bytes;
-        uint64_t v = 0;
-        for (uint32_t j = 0; j < head_bytes; j++) {
-            if ((j & 7u) == 0) v = block_word(d, group, h, j);
-            o[j] = (uint8_t)(v >> (8u * (j & 7u)));
-        }
-    }
+    for (uint32_t h = head_lo; h < head_hi; h++)
+        (void)head_bytes_do(out + (size_t)(h - head_lo) * head_bytes, NULL, head_key(d, group, h), head_bytes);
 }
 
 bool kv_verify_block(const uint8_t *have, const kv_tokens *t, uint32_t pos, uint32_t block_size,
                      uint32_t n_tokens, uint32_t group, uint32_t head_lo, uint32_t head_hi,
                      uint32_t head_bytes) {
     uint64_t d = tokens_digest(t, pos, block_size, n_tokens);
-    for (uint32_t h = head_lo; h < head_hi; h++) {
-        const uint8_t *o = have + (size_t)(h - head_lo) * head_bytes;
-        uint64_t v = 0;
-        for (uint32_t j = 0; j < head_bytes; j++) {
-            if ((j & 7u) == 0) v = block_word(d, group, h, j);
-            if (o[j] != (uint8_t)(v >> (8u * (j & 7u)))) return false;
-        }
+    for (uint32_t h = head_lo; h < head_hi; h++)
+        if (!head_bytes_do(NULL, have + (size_t)(h - head_lo) * head_bytes, head_key(d, group, h), head_bytes))
+            return false;
+    return true;
+}
+
+/* ---- digest memo: one token digest per position, shared across groups ---- */
+
+void kv_digest_memo_init(kv_digest_memo *m, const kv_tokens *t, uint32_t block_size, uint32_t n_tokens) {
+    m->t = t;
+    m->block_size = block_size;
+    m->n_tokens = n_tokens;
+    m->have = 0;
+}
+
+static uint64_t memo_digest(kv_digest_memo *m, uint32_t pos) {
+    uint32_t n = m->n_tokens ? m->n_tokens : (pos + 1) * m->block_size;
+    if (pos >= KV_DIGEST_MEMO_BLOCKS) return tokens_digest(m->t, pos, m->block_size, n);
+    if (!(m->have >> pos & 1u)) {
+        m->d[pos] = tokens_digest(m->t, pos, m->block_size, n);
+        m->have |= 1ull << pos;
     }
+    return m->d[pos];
+}
+
+uint64_t kv_block_hash_m(kv_digest_memo *m, uint64_t parent, uint32_t pos, uint32_t group) {
+    return hash_of(parent, memo_digest(m, pos), group);
+}
+
+void kv_fill_block_m(uint8_t *out, kv_digest_memo *m, uint32_t pos, uint32_t group, uint32_t head_lo,
+                     uint32_t head_hi, uint32_t head_bytes) {
+    uint64_t d = memo_digest(m, pos);
+    for (uint32_t h = head_lo; h < head_hi; h++)
+        (void)head_bytes_do(out + (size_t)(h - head_lo) * head_bytes, NULL, head_key(d, group, h), head_bytes);
+}
+
+bool kv_verify_block_m(const uint8_t *have, kv_digest_memo *m, uint32_t pos, uint32_t group,
+                       uint32_t head_lo, uint32_t head_hi, uint32_t head_bytes) {
+    uint64_t d = memo_digest(m, pos);
+    for (uint32_t h = head_lo; h < head_hi; h++)
+        if (!head_bytes_do(NULL, have + (size_t)(h - head_lo) * head_bytes, head_key(d, group, h), head_bytes))
+            return false;
     return true;
 }
 

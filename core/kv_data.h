@@ -42,6 +42,23 @@ void kv_fill_block(uint8_t *out, const kv_tokens *t, uint32_t pos, uint32_t bloc
 bool kv_verify_block(const uint8_t *have, const kv_tokens *t, uint32_t pos, uint32_t block_size,
                      uint32_t n_tokens, uint32_t group, uint32_t head_lo, uint32_t head_hi,
                      uint32_t head_bytes);
+/* The token digests of one request's blocks, computed once per position
+ * and shared by every group and call in a loop (the digest does not depend
+ * on the group). n_tokens 0: every block full (prefix-cache hashing). Lives
+ * on the caller's stack; the same values as the functions above. */
+#define KV_DIGEST_MEMO_BLOCKS 64u
+typedef struct kv_digest_memo {
+    const kv_tokens *t;
+    uint32_t block_size, n_tokens;
+    uint64_t have; /* bit p: d[p] is computed */
+    uint64_t d[KV_DIGEST_MEMO_BLOCKS];
+} kv_digest_memo;
+void kv_digest_memo_init(kv_digest_memo *m, const kv_tokens *t, uint32_t block_size, uint32_t n_tokens);
+uint64_t kv_block_hash_m(kv_digest_memo *m, uint64_t parent, uint32_t pos, uint32_t group);
+void kv_fill_block_m(uint8_t *out, kv_digest_memo *m, uint32_t pos, uint32_t group, uint32_t head_lo,
+                     uint32_t head_hi, uint32_t head_bytes);
+bool kv_verify_block_m(const uint8_t *have, kv_digest_memo *m, uint32_t pos, uint32_t group,
+                       uint32_t head_lo, uint32_t head_hi, uint32_t head_bytes);
 /* Leading blocks of a sliding-window group that hold only tokens outside the
  * window once n_tokens are computed (remove_skipped_blocks frees them). */
 uint32_t kv_sw_dead_blocks(uint32_t n_tokens, uint32_t window, uint32_t block_size);

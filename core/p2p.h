@@ -42,9 +42,9 @@ typedef struct kv_p2p_send {
 
 typedef struct kv_p2p_meta {
     uint32_t n_recv;
-    kv_p2p_pull recv[KV_ENGINE_REQS_MAX];
+    kv_p2p_pull *recv;          /* [engine reqs_max] */
     uint32_t n_send;
-    kv_p2p_send send[KV_ENGINE_REQS_MAX];
+    kv_p2p_send *send;          /* [engine reqs_max] */
     kv_id_list not_processed;   /* transfer ids */
 } kv_p2p_meta;
 

@@ -74,12 +74,13 @@ struct kv_p2p_receiver {
     uint32_t actor;
     kvt_ep ep;
     kvt_addr addr;
-    rcv_req req[RCV_REQS_MAX];
+    uint32_t n_req;         /* 2 x the engine's reqs_max, at most RCV_REQS_MAX */
+    rcv_req *req;           /* [n_req] */
     rcv_batch batch[RCV_BATCHES_MAX];
     uint32_t next_batch_id;
     uint32_t next_timer;    /* timer ids never repeat, even across slot reuse */
     rcv_agent agent[KV_ENGINES_MAX];
-    uint32_t staged[RCV_REQS_MAX];
+    uint32_t *staged;       /* [n_req] */
     uint32_t n_staged;
     kv_wire_msg msg;        /* scratch for encode/decode */
     uint8_t buf[KV_WIRE_MAX];
@@ -142,7 +143,7 @@ static void task_failed(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
 
 void kv_p2p_receiver_insert(kv_p2p_receiver *r, const kv_p2p_pull *p) {
     kv_owner_check(RCV_ENV(r), &r->owner, r->w->cfg.index);
-    for (uint32_t i = 0; i < RCV_REQS_MAX; i++) {
+    for (uint32_t i = 0; i < r->n_req; i++) {
         rcv_req *q = &r->req[i];
         if (q->used) continue;
         memset(q, 0, sizeof *q);
@@ -390,10 +391,14 @@ kv_status kv_p2p_receiver_new(kv_worker *w, kv_p2p_receiver **out, uint32_t *out
     kv_p2p_receiver *r = kv_alloc(w->env, sizeof *r);
     if (!r) return KV_ENOMEM;
     r->w = w;
-    kv_status st = kv_worker_spawn(w, "recv", recv_handle, r, 1u << 18, &r->actor);
+    r->n_req = 2u * w->cfg.reqs_max < RCV_REQS_MAX ? 2u * w->cfg.reqs_max : RCV_REQS_MAX;
+    r->req = kv_alloc(w->env, r->n_req * sizeof r->req[0]);
+    r->staged = kv_alloc(w->env, r->n_req * sizeof r->staged[0]);
+    kv_status st = r->req && r->staged ? KV_OK : KV_ENOMEM;
+    if (st == KV_OK) st = kv_worker_spawn(w, "recv", recv_handle, r, 1u << 18, &r->actor);
     if (st == KV_OK) st = kvt_ep_open(w->t, r->actor, &r->ep, &r->addr);
     if (st != KV_OK) {
-        kv_release(w->env, r);
+        kv_p2p_receiver_free(r);
         return st;
     }
     r->owner = (kv_owner){.actor = r->actor, .what = "receiver pull map"};
@@ -403,12 +408,15 @@ kv_status kv_p2p_receiver_new(kv_worker *w, kv_p2p_receiver **out, uint32_t *out
 }
 
 void kv_p2p_receiver_free(kv_p2p_receiver *r) {
-    if (r) kv_release(r->w->env, r);
+    if (!r) return;
+    kv_release(r->w->env, r->staged);
+    kv_release(r->w->env, r->req);
+    kv_release(r->w->env, r);
 }
 
 uint32_t kv_p2p_receiver_state(const kv_p2p_receiver *r) {
     uint32_t n = r->n_staged;
-    for (uint32_t i = 0; i < RCV_REQS_MAX; i++) n += r->req[i].used;
+    for (uint32_t i = 0; i < r->n_req; i++) n += r->req[i].used;
     for (uint32_t i = 0; i < RCV_BATCHES_MAX; i++) n += r->batch[i].used;
     return n;
 }

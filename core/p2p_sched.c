@@ -67,7 +67,7 @@ static kv_status gnmt(void *self, const kv_req *r, uint32_t num_computed, kv_mat
 
 static kv_p2p_pull *add_pull(p2p_sched *c, kv_req *r) {
     kv_p2p_meta *m = c->pending;
-    if (m->n_recv >= KV_ENGINE_REQS_MAX) return NULL;
+    if (m->n_recv >= c->e->cfg.reqs_max) return NULL;
     kv_p2p_pull *p = &m->recv[m->n_recv++];
     memset(p, 0, sizeof *p);
     p->d_req = r->id;
@@ -95,7 +95,7 @@ static void usaa(void *self, kv_req *r, const kv_block_table *blocks, uint32_t e
         }
         x->do_remote_prefill = false;
     }
-    if (x->do_remote_decode && x->has_transfer_id && c->pending->n_send < KV_ENGINE_REQS_MAX) {
+    if (x->do_remote_decode && x->has_transfer_id && c->pending->n_send < c->e->cfg.reqs_max) {
         kv_p2p_send *s = &c->pending->send[c->pending->n_send++];
         memset(s, 0, sizeof *s);
         s->p_req = r->id;
@@ -132,7 +132,7 @@ static void request_finished(void *self, kv_req *r, const kv_block_table *blocks
         return;
     }
     *delay = kv_blocks_any(blocks);
-    if (!*delay || c->pending->n_send >= KV_ENGINE_REQS_MAX) return;
+    if (!*delay || c->pending->n_send >= c->e->cfg.reqs_max) return;
     kv_p2p_send *s = &c->pending->send[c->pending->n_send++];
     memset(s, 0, sizeof *s);
     s->p_req = r->id;
@@ -160,6 +160,15 @@ kv_status kv_p2p_sched_new(kv_engine *e, kv_conn_sched *out) {
     p2p_sched *c = kv_alloc(e->env, sizeof *c);
     if (!c) return KV_ENOMEM;
     c->e = e;
+    for (uint32_t i = 0; i < 2; i++) {
+        c->buf[i].recv = kv_alloc(e->env, e->cfg.reqs_max * sizeof c->buf[i].recv[0]);
+        c->buf[i].send = kv_alloc(e->env, e->cfg.reqs_max * sizeof c->buf[i].send[0]);
+        if (!c->buf[i].recv || !c->buf[i].send) {
+            kv_conn_sched tmp = {.self = c};
+            kv_p2p_sched_free(e, &tmp);
+            return KV_ENOMEM;
+        }
+    }
     c->pending = &c->buf[0];
     c->owner = (kv_owner){.actor = e->sched_actor, .what = "p2p scheduler state"};
     for (uint32_t g = 0; g < e->cfg.n_groups; g++)
@@ -171,6 +180,11 @@ kv_status kv_p2p_sched_new(kv_engine *e, kv_conn_sched *out) {
 }
 
 void kv_p2p_sched_free(kv_engine *e, kv_conn_sched *c) {
+    p2p_sched *s = c->self;
+    for (uint32_t i = 0; s && i < 2; i++) {
+        kv_release(e->env, s->buf[i].recv);
+        kv_release(e->env, s->buf[i].send);
+    }
     kv_release(e->env, c->self);
     c->self = NULL;
     c->ops = NULL;

@@ -88,10 +88,12 @@ struct kv_p2p_sender {
     uint32_t actor;
     kvt_ep ep;
     kvt_addr addr;
-    snd_entry entry[SND_ENTRIES_MAX];
+    uint32_t n_entries;    /* 2 x the engine's reqs_max, at most SND_ENTRIES_MAX */
+    uint32_t n_preqs;      /* see preq_pool_size */
+    snd_entry *entry;      /* [n_entries] */
     snd_pull pull[SND_PULLS_MAX];
-    snd_preq preq[SND_PREQS_MAX];
-    bool preq_used[SND_PREQS_MAX];
+    snd_preq *preq;        /* [n_preqs] */
+    bool *preq_used;       /* [n_preqs] */
     uint32_t fault_exception, fault_err_req, fault_drop_resp; /* armed counts */
     uint32_t next_timer;   /* timer ids never repeat, even across slot reuse */
     kv_wire_msg msg;       /* scratch: decode and encode */
@@ -103,7 +105,7 @@ struct kv_p2p_sender {
 #define SND_ENV(s) ((s)->w->env)
 
 static snd_entry *find_entry(kv_p2p_sender *s, uint32_t tid) {
-    for (uint32_t i = 0; i < SND_ENTRIES_MAX; i++)
+    for (uint32_t i = 0; i < s->n_entries; i++)
         if (s->entry[i].used && s->entry[i].tid == tid) return &s->entry[i];
     return NULL;
 }
@@ -111,7 +113,7 @@ static snd_entry *find_entry(kv_p2p_sender *s, uint32_t tid) {
 static snd_entry *get_or_create(kv_p2p_sender *s, uint32_t tid) {
     snd_entry *e = find_entry(s, tid);
     if (e) return e;
-    for (uint32_t i = 0; i < SND_ENTRIES_MAX; i++) {
+    for (uint32_t i = 0; i < s->n_entries; i++) {
         if (s->entry[i].used) continue;
         e = &s->entry[i];
         memset(e, 0, sizeof *e);
@@ -158,9 +160,21 @@ static void respond(kv_p2p_sender *s, snd_pull *p, uint32_t status, const char *
         kvt_send_ctrl(s->w->t, s->ep, p->ctrl_peer, s->buf, (uint32_t)len);
 }
 
+/* Request slots for pulls. A pull takes a contiguous run of as many slots
+ * as it names requests, and every paired D rank pulls a request on its own,
+ * so up to K = reqs_max * KV_TP_MAX slots are live at once. A pool of
+ * K + K*K/4 always has a free run of n (the K - n slots in use leave at
+ * most K - n + 1 gaps); capped at SND_PREQS_MAX, the size without a bound. */
+static uint32_t preq_pool_size(uint32_t reqs_max) {
+    uint32_t k = reqs_max * KV_TP_MAX;
+    if (k >= SND_PREQS_MAX) return SND_PREQS_MAX;
+    uint32_t want = k + k * k / 4u;
+    return want < SND_PREQS_MAX ? want : SND_PREQS_MAX;
+}
+
 /* n contiguous free request slots; SND_PREQS_MAX when there are none. */
 static uint32_t preq_take(kv_p2p_sender *s, uint32_t n) {
-    for (uint32_t base = 0, run = 0; base + run < SND_PREQS_MAX;) {
+    for (uint32_t base = 0, run = 0; base + run < s->n_preqs;) {
         if (s->preq_used[base + run]) {
             base += run + 1;
             run = 0;
@@ -511,10 +525,16 @@ kv_status kv_p2p_sender_new(kv_worker *w, kv_p2p_sender **out, uint32_t *out_act
     kv_p2p_sender *s = kv_alloc(w->env, sizeof *s);
     if (!s) return KV_ENOMEM;
     s->w = w;
-    kv_status st = kv_worker_spawn(w, "send", send_handle, s, 1u << 18, &s->actor);
+    s->n_entries = 2u * w->cfg.reqs_max < SND_ENTRIES_MAX ? 2u * w->cfg.reqs_max : SND_ENTRIES_MAX;
+    s->n_preqs = preq_pool_size(w->cfg.reqs_max);
+    s->entry = kv_alloc(w->env, s->n_entries * sizeof s->entry[0]);
+    s->preq = kv_alloc(w->env, s->n_preqs * sizeof s->preq[0]);
+    s->preq_used = kv_alloc(w->env, s->n_preqs * sizeof s->preq_used[0]);
+    kv_status st = s->entry && s->preq && s->preq_used ? KV_OK : KV_ENOMEM;
+    if (st == KV_OK) st = kv_worker_spawn(w, "send", send_handle, s, 1u << 18, &s->actor);
     if (st == KV_OK) st = kvt_ep_open(w->t, s->actor, &s->ep, &s->addr);
     if (st != KV_OK) {
-        kv_release(w->env, s);
+        kv_p2p_sender_free(s);
         return st;
     }
     s->owner = (kv_owner){.actor = s->actor, .what = "sender entries"};
@@ -529,12 +549,16 @@ kv_status kv_p2p_sender_new(kv_worker *w, kv_p2p_sender **out, uint32_t *out_act
 }
 
 void kv_p2p_sender_free(kv_p2p_sender *s) {
-    if (s) kv_release(s->w->env, s);
+    if (!s) return;
+    kv_release(s->w->env, s->preq_used);
+    kv_release(s->w->env, s->preq);
+    kv_release(s->w->env, s->entry);
+    kv_release(s->w->env, s);
 }
 
 uint32_t kv_p2p_sender_state(const kv_p2p_sender *s) {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < SND_ENTRIES_MAX; i++) n += s->entry[i].used;
+    for (uint32_t i = 0; i < s->n_entries; i++) n += s->entry[i].used;
     for (uint32_t i = 0; i < SND_PULLS_MAX; i++) n += s->pull[i].used;
     return n;
 }

@@ -75,6 +75,8 @@ static void clear_meta(void *self) { ((p2p_worker *)self)->meta = NULL; }
 /* INV-DATA: every block D received holds the bytes P computed for it. */
 static void verify(p2p_worker *c, const kv_p2p_pull *p) {
     kv_worker *w = c->w;
+    kv_digest_memo dm;
+    kv_digest_memo_init(&dm, &p->tokens, w->cfg.block_size, p->prompt_len);
     for (uint32_t g = 0; g < p->blocks.n_groups; g++) {
         bool sliding = w->cfg.group[g].kind == KV_GROUP_SLIDING;
         uint32_t dead = sliding ? kv_sw_dead_blocks(p->prompt_len, w->cfg.group[g].window, w->cfg.block_size) : 0;
@@ -83,9 +85,8 @@ static void verify(p2p_worker *c, const kv_p2p_pull *p) {
             /* outside the window P no longer holds it: no content promised */
             if (id == KV_NULL_BLOCK || p->first_pos[g] + i < dead) continue;
             w->verified_blocks++;
-            if (kv_verify_block(kv_worker_block(w, g, id), &p->tokens, p->first_pos[g] + i,
-                                w->cfg.block_size, p->prompt_len, g, w->head_lo, w->head_hi,
-                                w->cfg.head_bytes))
+            if (kv_verify_block_m(kv_worker_block(w, g, id), &dm, p->first_pos[g] + i, g, w->head_lo, w->head_hi,
+                                  w->cfg.head_bytes))
                 continue;
             kv_violate(w->env, KV_INV_DATA, w->cfg.index, p->d_req,
                        "request %u group %u block %u (position %u) rank %u: bytes differ from P's",

@@ -75,7 +75,7 @@ typedef struct kv_store_req_meta {
 
 typedef struct kv_store_meta {
     uint32_t n;
-    kv_store_req_meta req[KV_ENGINE_REQS_MAX];
+    kv_store_req_meta *req;   /* [engine reqs_max] */
     kv_id_list preempted;     /* drop their stored-request pins */
 } kv_store_meta;
 
@@ -164,7 +164,7 @@ void kv_store_lookup_free(kv_store_lookup *l);
 /* The key of (group, position) on a worker holding heads [lo, hi). */
 kv_store_key kv_store_key_of(uint64_t hash, uint32_t head_lo, uint32_t head_hi);
 /* Prefix hashes of positions [0, n) of group g (n <= KV_REQ_BLOCKS_MAX). */
-void kv_store_hashes(const kv_tokens *t, uint32_t block_size, uint32_t g, uint32_t n, uint64_t *out);
+void kv_store_hashes(kv_digest_memo *m, uint32_t g, uint32_t n, uint64_t *out);
 /* Does a hit of k blocks need position pos of group g? (full: all; sliding:
  * the last blocks_per_sw; mamba: the state at k-1) */
 bool kv_store_needs(const kv_engine_cfg *cfg, uint32_t g, uint32_t pos, uint32_t k);

@@ -13,9 +13,9 @@ kv_store_key kv_store_key_of(uint64_t hash, uint32_t head_lo, uint32_t head_hi) 
     return (kv_store_key){.hash = hash, .heads = head_lo << 16 | head_hi};
 }
 
-void kv_store_hashes(const kv_tokens *t, uint32_t block_size, uint32_t g, uint32_t n, uint64_t *out) {
+void kv_store_hashes(kv_digest_memo *m, uint32_t g, uint32_t n, uint64_t *out) {
     uint64_t h = 0;
-    for (uint32_t pos = 0; pos < n && pos < KV_REQ_BLOCKS_MAX; pos++) out[pos] = h = kv_block_hash(t, h, pos, block_size, g);
+    for (uint32_t pos = 0; pos < n && pos < KV_REQ_BLOCKS_MAX; pos++) out[pos] = h = kv_block_hash_m(m, h, pos, g);
 }
 
 bool kv_store_needs(const kv_engine_cfg *cfg, uint32_t g, uint32_t pos, uint32_t k) {

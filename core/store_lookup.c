@@ -55,8 +55,10 @@ static void start_next(kv_store_lookup *l) {
         kv_wire_store *m = &l->chan.msg.u.store;
         kv_wire_msg_reset(&l->chan.msg, KV_WIRE_STORE_EXIST);
         uint64_t hash[KV_REQ_BLOCKS_MAX];
+        kv_digest_memo dm;
+        kv_digest_memo_init(&dm, &q->tokens, cfg->block_size, 0);
         for (uint32_t g = 0; g < cfg->n_groups; g++) {
-            kv_store_hashes(&q->tokens, cfg->block_size, g, l->max_k, hash);
+            kv_store_hashes(&dm, g, l->max_k, hash);
             for (uint32_t r = 0; r < cfg->tp; r++) {
                 uint32_t lo, hi;
                 kv_heads_of(cfg->tp, r, &lo, &hi);

@@ -79,8 +79,10 @@ static void start_next(kv_store_receiver *r) {
         r->done.n_failed = 0;
         uint32_t to = j->to_pos < KV_REQ_BLOCKS_MAX ? j->to_pos : KV_REQ_BLOCKS_MAX;
         uint64_t hash[KV_REQ_BLOCKS_MAX];
+        kv_digest_memo dm;
+        kv_digest_memo_init(&dm, &j->tokens, cfg->block_size, 0);
         for (uint32_t g = 0; g < cfg->n_groups && g < j->blocks.n_groups; g++) {
-            kv_store_hashes(&j->tokens, cfg->block_size, g, to, hash);
+            kv_store_hashes(&dm, g, to, hash);
             for (uint32_t pos = j->from_pos; pos < to && pos < j->blocks.n[g]; pos++) {
                 uint32_t id = j->blocks.id[g][pos];
                 if (id == KV_NULL_BLOCK || id >= r->w->capacity || !kv_store_needs(cfg, g, pos, to)) continue;

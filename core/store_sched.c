@@ -59,14 +59,14 @@ typedef struct ss_req {
 typedef struct store_sched {
     kv_owner owner;
     kv_engine *e;              /* borrowed */
-    ss_req req[KV_ENGINE_REQS_MAX];
+    ss_req *req;               /* [engine reqs_max] */
     kv_store_meta buf[2];      /* one being built, one frozen */
     uint32_t cur;
 } store_sched;
 
 static ss_req *find(store_sched *c, uint32_t id, bool create) {
     ss_req *free_slot = NULL;
-    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) {
+    for (uint32_t i = 0; i < c->e->cfg.reqs_max; i++) {
         if (c->req[i].used && c->req[i].id == id) return &c->req[i];
         if (!c->req[i].used && !free_slot) free_slot = &c->req[i];
     }
@@ -150,7 +150,7 @@ static void from_tracker(store_sched *c, ss_req *q, const kv_store_load_spec *sp
     if (load) skip = true;
     if (skip && !load) return; /* nothing to save, nothing to load */
     kv_store_meta *m = building(c);
-    if (m->n >= KV_ENGINE_REQS_MAX) return;
+    if (m->n >= c->e->cfg.reqs_max) return;
     kv_store_req_meta *rm = &m->req[m->n++];
     memset(rm, 0, sizeof *rm);
     rm->id = q->id;
@@ -200,7 +200,7 @@ static void on_cached(store_sched *c, uint32_t id, bool resumed) {
 }
 
 static void pending_loads(store_sched *c, const kv_sched_output *so) {
-    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) {
+    for (uint32_t i = 0; i < c->e->cfg.reqs_max; i++) {
         ss_req *q = &c->req[i];
         if (!q->used || !q->unfinished || !q->has_spec) continue;
         if (kv_id_list_has(&so->new_reqs, q->id) || kv_id_list_has(&so->cached_reqs, q->id)) continue;
@@ -284,12 +284,25 @@ kv_status kv_store_sched_new(kv_engine *e, kv_conn_sched *out) {
     store_sched *c = kv_alloc(e->env, sizeof *c);
     if (!c) return KV_ENOMEM;
     c->e = e;
+    c->req = kv_alloc(e->env, e->cfg.reqs_max * sizeof c->req[0]);
+    c->buf[0].req = kv_alloc(e->env, e->cfg.reqs_max * sizeof c->buf[0].req[0]);
+    c->buf[1].req = kv_alloc(e->env, e->cfg.reqs_max * sizeof c->buf[1].req[0]);
     c->owner = (kv_owner){.actor = e->sched_actor, .what = "store scheduler state"};
     *out = (kv_conn_sched){.ops = &store_sched_ops, .self = c};
+    if (!c->req || !c->buf[0].req || !c->buf[1].req) {
+        kv_store_sched_free(e, out);
+        return KV_ENOMEM;
+    }
     return KV_OK;
 }
 
 void kv_store_sched_free(kv_engine *e, kv_conn_sched *c) {
+    store_sched *s = c->self;
+    if (s) {
+        kv_release(e->env, s->buf[1].req);
+        kv_release(e->env, s->buf[0].req);
+        kv_release(e->env, s->req);
+    }
     kv_release(e->env, c->self);
     c->self = NULL;
     c->ops = NULL;
@@ -299,6 +312,6 @@ uint32_t kv_store_sched_state(const kv_conn_sched *c) {
     const store_sched *s = c->self;
     uint32_t n = 0;
     if (!s) return 0;
-    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) n += s->req[i].used;
+    for (uint32_t i = 0; i < s->e->cfg.reqs_max; i++) n += s->req[i].used;
     return n;
 }

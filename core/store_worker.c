@@ -105,13 +105,15 @@ static void issue_save(store_worker *c, const kv_store_req_meta *rm) {
     c->job.id = rm->id;
     c->job.end_tokens = rm->token_len;
     uint64_t hash[KV_REQ_BLOCKS_MAX];
+    kv_digest_memo dm; /* full blocks: hashes and the saved bytes share digests */
+    kv_digest_memo_init(&dm, &rm->tokens, bs, 0);
     for (uint32_t g = 0; g < cfg->n_groups; g++) {
         if (to > rm->blocks.n[g] && cfg->group[g].kind == KV_GROUP_FULL) {
             SW_VIOLATE(c, rm->id, "save of request %u: group %u has %u blocks, the save needs %u", rm->id, g,
                        rm->blocks.n[g], to);
             return;
         }
-        kv_store_hashes(&rm->tokens, bs, g, to, hash);
+        kv_store_hashes(&dm, g, to, hash);
         for (uint32_t pos = from; pos < to && pos < rm->blocks.n[g]; pos++) {
             uint32_t id = rm->blocks.id[g][pos];
             /* what a later hit of `to` blocks needs: outside a sliding window
@@ -123,8 +125,7 @@ static void issue_save(store_worker *c, const kv_store_req_meta *rm) {
                 return;
             }
             const uint8_t *bytes = kv_worker_block(w, g, id);
-            if (!kv_verify_block(bytes, &rm->tokens, pos, bs, (pos + 1) * bs, g, w->head_lo, w->head_hi,
-                                 cfg->head_bytes)) {
+            if (!kv_verify_block_m(bytes, &dm, pos, g, w->head_lo, w->head_hi, cfg->head_bytes)) {
                 SW_VIOLATE(c, rm->id,
                            "save of request %u: group %u block %u (position %u) does not hold the request's KV "
                            "(saving blocks never computed)",
@@ -219,7 +220,8 @@ static void on_load_done(store_worker *c, const kv_m_store_load_done *d) {
     kv_worker *w = c->w;
     const kv_engine_cfg *cfg = &w->cfg;
     const kv_m_store_load *j = &d->job;
-    uint32_t bs = cfg->block_size;
+    kv_digest_memo dm;
+    kv_digest_memo_init(&dm, &j->tokens, cfg->block_size, 0);
     for (uint32_t g = 0; g < j->blocks.n_groups && g < cfg->n_groups; g++)
         for (uint32_t pos = j->from_pos; pos < j->to_pos && pos < j->blocks.n[g]; pos++) {
             uint32_t id = j->blocks.id[g][pos];
@@ -227,8 +229,7 @@ static void on_load_done(store_worker *c, const kv_m_store_load_done *d) {
                 failed_block(d, g, id))
                 continue;
             w->verified_blocks++;
-            if (kv_verify_block(kv_worker_block(w, g, id), &j->tokens, pos, bs, (pos + 1) * bs, g, w->head_lo,
-                                w->head_hi, cfg->head_bytes))
+            if (kv_verify_block_m(kv_worker_block(w, g, id), &dm, pos, g, w->head_lo, w->head_hi, cfg->head_bytes))
                 continue;
             kv_violate(w->env, KV_INV_DATA, cfg->index, d->id,
                        "request %u group %u block %u (position %u) rank %u: bytes loaded from the store are not its KV",

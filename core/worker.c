@@ -16,13 +16,14 @@ static void forward(kv_worker *w, const kv_step *st) {
         uint32_t end = q->computed_before + q->num_scheduled;
         if (!q->num_scheduled) continue;
         uint32_t first = q->computed_before / bs, last = kv_cdiv(end, bs);
+        kv_digest_memo dm;
+        kv_digest_memo_init(&dm, &q->tokens, bs, end);
         for (uint32_t g = 0; g < w->cfg.n_groups; g++) {
             bool mamba = w->cfg.group[g].kind == KV_GROUP_MAMBA;
             for (uint32_t pos = mamba ? last - 1 : first; pos < last && pos < q->blocks.n[g]; pos++) {
                 uint32_t id = q->blocks.id[g][pos];
                 if (id == KV_NULL_BLOCK) continue;
-                kv_fill_block(kv_worker_block(w, g, id), &q->tokens, pos, bs, end, g, w->head_lo,
-                              w->head_hi, w->cfg.head_bytes);
+                kv_fill_block_m(kv_worker_block(w, g, id), &dm, pos, g, w->head_lo, w->head_hi, w->cfg.head_bytes);
             }
         }
     }
@@ -46,7 +47,8 @@ static void on_execute(kv_worker *w, const kv_m_execute *x) {
     uint64_t toks = 0;
     for (uint32_t i = 0; i < st->n_reqs; i++) toks += st->req[i].num_scheduled;
     uint64_t cost = st->n_reqs ? w->cfg.step_ns_base + toks * w->cfg.step_ns_per_token : 0;
-    kv_rt_post_at(w->rt, w->sched_actor, kv_now_ns(w->env) + cost, KV_M_STEP_RESULT, res, sizeof *res);
+    uint32_t len = kv_step_result_pack(res, w->result_buf);
+    kv_rt_post_at(w->rt, w->sched_actor, kv_now_ns(w->env) + cost, KV_M_STEP_RESULT, w->result_buf, len);
 }
 
 static void main_handle(void *self, const kv_msg *m) {

@@ -111,6 +111,12 @@ struct sim_net {
     uint32_t n_free_data;
     uint32_t *free_down; /* [down_max] */
     uint32_t n_free_down;
+    /* Packets never handed out this run: data [hw_data, packets_max), down
+     * [packets_max + hw_down, pkts_total). A free stack holds only released
+     * packets; when it is empty the next fresh index is taken, so the order
+     * is that of a stack filled with every index, and reset costs only what
+     * the run used. */
+    uint32_t hw_data, hw_down;
     uint8_t *cbytes;   /* [ctrl_bytes_max] */
     uint64_t chead, ctail;
     sn_cslot *cfifo;   /* [packets_max] */
@@ -265,11 +271,13 @@ static const uint8_t *ring_at(const sim_net *net, uint64_t pos) {
 static uint32_t pkt_alloc(sim_net *net, uint32_t kind) {
     uint32_t idx;
     if (kind == PK_DOWN) {
-        if (net->n_free_down == 0) return KVT_NONE;
-        idx = net->free_down[--net->n_free_down];
+        if (net->n_free_down) idx = net->free_down[--net->n_free_down];
+        else if (net->hw_down < net->down_max) idx = net->cfg.packets_max + net->hw_down++;
+        else return KVT_NONE;
     } else {
-        if (net->n_free_data == 0) return KVT_NONE;
-        idx = net->free_data[--net->n_free_data];
+        if (net->n_free_data) idx = net->free_data[--net->n_free_data];
+        else if (net->hw_data < net->cfg.packets_max) idx = net->hw_data++;
+        else return KVT_NONE;
     }
     sn_pkt *p = &net->pkt[idx];
     memset(p, 0, sizeof *p);
@@ -456,7 +464,7 @@ static kv_status op_send_ctrl(kvt *t, kvt_ep ep, kvt_peer peer, const void *buf,
     if ((!buf && len > 0) || len > KV_WIRE_MAX) return KV_EINVAL;
     kv_status st = route(nd, ep, peer, &e, &pe);
     if (st != KV_OK) return st;
-    if (net->n_free_data == 0) return KV_EFULL;
+    if (net->n_free_data == 0 && net->hw_data == net->cfg.packets_max) return KV_EFULL;
     uint32_t slot;
     uint64_t pos;
     st = ring_alloc(net, len, &slot, &pos);
@@ -684,6 +692,8 @@ void sim_net_fault_reset(sim_net *net, uint32_t a, uint32_t b) {
 static void drop_node(sim_net *net, uint32_t n) {
     uint64_t now = now_ns(net);
     for (uint32_t i = 0; i < net->pkts_total; i++) {
+        if (i == net->hw_data && i < net->cfg.packets_max) i = net->cfg.packets_max; /* skip never-used */
+        if (i >= net->cfg.packets_max + net->hw_down) break;
         sn_pkt *p = &net->pkt[i];
         if (p->heap_pos == KVT_NONE) continue;
         bool mine = p->kind == PK_DOWN ? p->dst == n : (p->src == n || (p->kind == PK_CTRL && p->dst == n));
@@ -815,6 +825,7 @@ kv_status sim_net_new(const kv_env *env, const sim_net_cfg *cfg, sim_choice *cho
         return KV_ENOMEM;
     }
     wire_tables(net);
+    for (uint32_t i = 0; i < net->pkts_total; i++) net->pkt[i].heap_pos = KVT_NONE;
     sim_net_reset(net, choice);
     *out = net;
     return KV_OK;
@@ -839,14 +850,14 @@ void sim_net_reset(sim_net *net, sim_choice *choice) {
         nd->next_region = 1;
     }
     for (uint32_t i = 0; i < net->pkts_total; i++) {
+        if (i == net->hw_data && i < net->cfg.packets_max) i = net->cfg.packets_max;
+        if (i >= net->cfg.packets_max + net->hw_down) break;
         net->pkt[i].kind = 0;
         net->pkt[i].heap_pos = KVT_NONE;
     }
     net->heap_n = 0;
-    net->n_free_data = 0;
-    for (uint32_t i = net->cfg.packets_max; i-- > 0;) net->free_data[net->n_free_data++] = i;
-    net->n_free_down = 0;
-    for (uint32_t i = net->down_max; i-- > 0;) net->free_down[net->n_free_down++] = net->cfg.packets_max + i;
+    net->n_free_data = net->n_free_down = 0;
+    net->hw_data = net->hw_down = 0;
     net->chead = net->ctail = 0;
     net->cf_head = net->cf_n = 0;
     net->seq = 0;

@@ -54,7 +54,9 @@ struct sim_rt {
     /* Payload chunks by size class (64 B << c); freed chunks are reused, so
      * the arena holds only what is in flight. Head offset+1 (0 = empty). */
     uint32_t free_head[PAYLOAD_CLASSES];
-    uint32_t runnable_list[SIM_ACTORS_MAX];
+    /* Actors with mail, one bit each: the choice picks the k-th set bit,
+     * which is the k-th runnable actor in id order. */
+    uint64_t runnable[(SIM_ACTORS_MAX + 63u) / 64u];
     kv_status error;
     uint64_t messages;
     sim_rt_hook hook;
@@ -94,7 +96,7 @@ static kv_status mbox_push(sim_rt *rt, uint32_t to, uint32_t kind, uint32_t src,
     ring_write(a, tail, &h, sizeof h);
     if (len) ring_write(a, (tail + (uint32_t)sizeof h) % a->cap, p, len);
     a->used += need;
-    a->n_msgs++;
+    if (a->n_msgs++ == 0) rt->runnable[to / 64u] |= 1ull << (to % 64u);
     return KV_OK;
 }
 
@@ -271,6 +273,7 @@ void sim_rt_reset(sim_rt *rt, sim_choice *choice) {
     rt->seq = 0;
     rt->arena_used = 0;
     memset(rt->free_head, 0, sizeof rt->free_head);
+    memset(rt->runnable, 0, sizeof rt->runnable);
     rt->error = KV_OK;
     rt->messages = 0;
 }
@@ -295,16 +298,19 @@ void sim_rt_deliver_due(sim_rt *rt) {
 
 uint32_t sim_rt_runnable(const sim_rt *rt) {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < rt->n_actors; i++) n += rt->actors[i].n_msgs > 0;
+    for (uint32_t i = 0; i < sizeof rt->runnable / sizeof rt->runnable[0]; i++)
+        n += (uint32_t)__builtin_popcountll(rt->runnable[i]);
     return n;
 }
 
 bool sim_rt_run_one(sim_rt *rt) {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < rt->n_actors; i++)
-        if (rt->actors[i].n_msgs) rt->runnable_list[n++] = i;
+    uint32_t n = sim_rt_runnable(rt);
     if (!n) return false;
-    uint32_t id = rt->runnable_list[sim_choice_below(rt->choice, n)];
+    uint32_t k = sim_choice_below(rt->choice, n), wi = 0;
+    while (k >= (uint32_t)__builtin_popcountll(rt->runnable[wi])) k -= (uint32_t)__builtin_popcountll(rt->runnable[wi++]);
+    uint64_t bits = rt->runnable[wi];
+    while (k--) bits &= bits - 1; /* drop the k lowest set bits */
+    uint32_t id = wi * 64u + (uint32_t)__builtin_ctzll(bits);
     sim_actor *a = &rt->actors[id];
     uint8_t *payload = rt->payload;
     mbox_hdr h;
@@ -313,7 +319,7 @@ bool sim_rt_run_one(sim_rt *rt) {
     uint32_t used = (uint32_t)sizeof h + align4(h.len);
     a->head = (a->head + used) % a->cap;
     a->used -= used;
-    a->n_msgs--;
+    if (--a->n_msgs == 0) rt->runnable[id / 64u] &= ~(1ull << (id % 64u));
     kv_msg m = {.kind = h.kind, .src = h.src, .len = h.len, .payload = payload};
     rt->current = id;
     a->fn(a->self, &m);

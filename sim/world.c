@@ -218,6 +218,13 @@ static kv_engine_cfg engine_cfg(const sim_world *w, uint32_t i) {
         .proxy_actor = w->proxy->actor, .bootstrap_actor = w->boot->actor};
     memcpy(e.group, c->group, sizeof e.group);
     if (w->store) e.store_addr = *sim_store_addr(w->store);
+    /* Tables as large as the requests this engine can ever see (no table
+     * binds before it would with the maximum), so a run zeroes and walks
+     * only what it can use. */
+    uint32_t mine = 0;
+    for (uint32_t r = 0; r < c->n_reqs; r++)
+        mine += p ? c->req[r].p_engine % c->n_p == i : c->n_p + c->req[r].d_engine % c->n_d == i;
+    e.reqs_max = c->reqs_max ? c->reqs_max : mine < 1 ? 1 : mine > KV_ENGINE_REQS_MAX ? KV_ENGINE_REQS_MAX : mine;
     return e;
 }
 

@@ -72,6 +72,9 @@ typedef struct sim_world_cfg {
     const uint8_t *choice;    /* borrowed choice bytes (may be NULL) */
     size_t choice_len;
     uint64_t live_bound_ns;   /* after the last fault/arrival, all must end by then */
+    uint32_t reqs_max;        /* engines' request tables (kv_engine_cfg.reqs_max): 0 = as
+                               * many as the engine's requests (never binds); not part of
+                               * the scenario encodings */
 } sim_world_cfg;
 
 /* Fills a sane default topology (1 P, 1 D, TP 1, one full group). */

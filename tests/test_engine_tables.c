@@ -1,0 +1,157 @@
+/* tests/test_engine_tables.c — what the engine's hot path leans on: the
+ * packed STEP_RESULT (round trip, bounds, malformed input), the token-digest
+ * memo (the same hashes and bytes as the one-shot functions), and request
+ * tables sized by kv_engine_cfg.reqs_max (the simulator's fitted size never
+ * changes a run; a small fixed size binds and is handled). */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "core/kv_data.h"
+#include "sim/gen.h"
+#include "sim/world.h"
+
+static uint64_t rng = 0x1234;
+static uint64_t next(void) { return rng = kv_mix64(rng); }
+
+static void random_result(kv_m_step_result *r, bool full) {
+    memset(r, 0xa5, sizeof *r); /* the unused tails must not matter */
+    r->rank = (uint32_t)next() % KV_TP_MAX;
+    r->step_no = next();
+    kv_id_list *l[] = {&r->out.finished_sending, &r->out.finished_recving, &r->out.failed_recving};
+    for (uint32_t k = 0; k < 3; k++) {
+        l[k]->n = full ? KV_ENGINE_REQS_MAX : (uint32_t)(next() % (KV_ENGINE_REQS_MAX + 1));
+        for (uint32_t i = 0; i < l[k]->n; i++) l[k]->id[i] = (uint32_t)next();
+    }
+    r->out.invalid_blocks.n = full ? KV_BAD_BLOCKS_MAX : (uint32_t)(next() % 9);
+    for (uint32_t i = 0; i < r->out.invalid_blocks.n; i++)
+        r->out.invalid_blocks.e[i] = (kv_bad_block){.group = (uint32_t)next() % KV_GROUPS_MAX, .block = (uint32_t)next()};
+}
+
+static void expect_same(const kv_m_step_result *a, const kv_m_step_result *b) {
+    cr_assert_eq(a->rank, b->rank);
+    cr_assert_eq(a->step_no, b->step_no);
+    const kv_id_list *la[] = {&a->out.finished_sending, &a->out.finished_recving, &a->out.failed_recving};
+    const kv_id_list *lb[] = {&b->out.finished_sending, &b->out.finished_recving, &b->out.failed_recving};
+    for (uint32_t k = 0; k < 3; k++) {
+        cr_assert_eq(la[k]->n, lb[k]->n, "list %u", k);
+        cr_assert_eq(memcmp(la[k]->id, lb[k]->id, la[k]->n * sizeof la[k]->id[0]), 0, "list %u", k);
+    }
+    cr_assert_eq(a->out.invalid_blocks.n, b->out.invalid_blocks.n);
+    cr_assert_eq(memcmp(a->out.invalid_blocks.e, b->out.invalid_blocks.e,
+                        a->out.invalid_blocks.n * sizeof a->out.invalid_blocks.e[0]),
+                 0);
+}
+
+Test(step_result, round_trip_and_size) {
+    static kv_m_step_result a, b;
+    static uint8_t buf[KV_STEP_RESULT_PACKED_MAX];
+    for (uint32_t it = 0; it < 500; it++) {
+        random_result(&a, it == 0);
+        uint32_t len = kv_step_result_pack(&a, buf);
+        cr_assert_leq(len, KV_STEP_RESULT_PACKED_MAX);
+        if (it == 0) cr_assert_eq(len, KV_STEP_RESULT_PACKED_MAX, "full lists fill the bound exactly");
+        memset(&b, 0x5a, sizeof b);
+        cr_assert(kv_step_result_unpack(buf, len, &b), "iteration %u", it);
+        expect_same(&a, &b);
+    }
+    kv_conn_output_clear(&a.out);
+    cr_assert_eq(kv_step_result_pack(&a, buf), 28u, "an empty result is its header and four zero counts");
+}
+
+Test(step_result, malformed_is_rejected) {
+    static kv_m_step_result a, b;
+    static uint8_t buf[KV_STEP_RESULT_PACKED_MAX + 8];
+    random_result(&a, false);
+    a.out.finished_recving.n = 3;
+    uint32_t len = kv_step_result_pack(&a, buf);
+    for (uint32_t cut = 0; cut < len; cut++) cr_assert(!kv_step_result_unpack(buf, cut, &b), "truncated at %u", cut);
+    cr_assert(!kv_step_result_unpack(buf, len + 4, &b), "trailing bytes");
+    uint32_t huge = KV_ENGINE_REQS_MAX + 1;
+    memcpy(buf + 12, &huge, 4); /* finished_sending count over the list's size */
+    cr_assert(!kv_step_result_unpack(buf, len, &b));
+}
+
+Test(digest_memo, same_values_as_one_shot) {
+    static uint8_t x[4 * 40], y[4 * 40];
+    for (uint32_t it = 0; it < 200; it++) {
+        kv_tokens t = {.token_seed = next(), .prefix_group = (uint32_t)next() % 3, .prefix_len = (uint32_t)next() % 90};
+        uint32_t bs = 1 + (uint32_t)next() % 32, n_tokens = 1 + (uint32_t)next() % (KV_REQ_BLOCKS_MAX * bs);
+        kv_digest_memo full, part;
+        kv_digest_memo_init(&full, &t, bs, 0);
+        kv_digest_memo_init(&part, &t, bs, n_tokens);
+        uint64_t pa[KV_GROUPS_MAX] = {0}, pb[KV_GROUPS_MAX] = {0};
+        for (uint32_t pos = 0; pos < KV_REQ_BLOCKS_MAX + 2; pos++) /* past the memo: computed directly */
+            for (uint32_t g = 0; g < KV_GROUPS_MAX; g++) {
+                pa[g] = kv_block_hash(&t, pa[g], pos, bs, g);
+                pb[g] = kv_block_hash_m(&full, pb[g], pos, g);
+                cr_assert_eq(pa[g], pb[g], "hash: iteration %u position %u group %u", it, pos, g);
+            }
+        uint32_t head_bytes = 1 + (uint32_t)next() % 40, lo = (uint32_t)next() % 4, hi = lo + 1 + (uint32_t)next() % (4 - lo);
+        for (uint32_t pos = 0; pos * bs < n_tokens; pos += 1 + (uint32_t)next() % 3)
+            for (uint32_t g = 0; g < KV_GROUPS_MAX; g++) {
+                kv_fill_block(x, &t, pos, bs, n_tokens, g, lo, hi, head_bytes);
+                kv_fill_block_m(y, &part, pos, g, lo, hi, head_bytes);
+                cr_assert_eq(memcmp(x, y, (hi - lo) * head_bytes), 0, "fill: iteration %u position %u", it, pos);
+                cr_assert(kv_verify_block_m(x, &part, pos, g, lo, hi, head_bytes));
+                x[(hi - lo) * head_bytes - 1] ^= 1;
+                cr_assert(!kv_verify_block_m(x, &part, pos, g, lo, hi, head_bytes), "a flipped byte is caught");
+            }
+    }
+}
+
+static sim_world *W;
+static void setup(void) { cr_assert_eq(sim_world_new(&W), KV_OK); }
+static void teardown(void) { sim_world_free(W); }
+TestSuite(engine_tables, .init = setup, .fini = teardown, .timeout = 600);
+
+/* The fitted size (as many slots as the engine has requests) must give
+ * exactly the run the largest tables give: same trace hash, same outcome. */
+Test(engine_tables, fitted_size_never_changes_a_run) {
+    static sim_world_cfg cfg;
+    for (uint64_t seed = 1; seed <= 300; seed++) {
+        sim_result a, b;
+        sim_gen(seed, 0, &cfg);
+        cfg.reqs_max = 0;
+        cr_assert_eq(sim_world_run(W, &cfg, NULL, &a), KV_OK);
+        cfg.reqs_max = KV_ENGINE_REQS_MAX;
+        cr_assert_eq(sim_world_run(W, &cfg, NULL, &b), KV_OK);
+        cr_assert_eq(a.trace_hash, b.trace_hash, "seed %llu", (unsigned long long)seed);
+        cr_assert_eq(a.requests_ok, b.requests_ok);
+        cr_assert_eq(a.violated, b.violated);
+    }
+}
+
+/* Tables of 2 slots with 12 requests at once on one P/D pair: the engines
+ * turn away what does not fit (vLLM: a request the engine cannot take ends
+ * with an error), every request still ends, nothing leaks. */
+Test(engine_tables, small_tables_bind_cleanly) {
+    static sim_world_cfg cfg;
+    sim_world_cfg_default(&cfg);
+    cfg.n_reqs = 12;
+    for (uint32_t i = 0; i < cfg.n_reqs; i++)
+        cfg.req[i] = (sim_req_plan){.at_ns = 1000000ull + 1000ull * i, .prompt_len = 40, .max_tokens = 8};
+    cfg.reqs_max = 2;
+    sim_result r;
+    cr_assert_eq(sim_world_run(W, &cfg, NULL, &r), KV_OK);
+    cr_assert(!r.violated, "%s: %s", kv_inv_name(r.inv), r.detail);
+    cr_assert_eq(r.requests_ok + r.requests_error + r.requests_aborted, 12);
+    cr_assert_gt(r.requests_error, 0, "two slots cannot hold twelve requests");
+    cr_assert_gt(r.requests_ok, 0);
+}
+
+/* KV bytes and block hashes are part of every recorded trace and of what
+ * kvnode's D checks: their values are frozen. The constant is what the first
+ * (byte-at-a-time) implementation gave; a vectorised path must match it. */
+Test(kv_data, bytes_and_hashes_are_frozen) {
+    static uint8_t b[4 * 200];
+    uint64_t h = 0;
+    for (uint32_t it = 0; it < 64; it++) {
+        kv_tokens t = {.token_seed = kv_mix64(it), .prefix_group = it % 3, .prefix_len = it * 3};
+        uint32_t hb = 1 + (it * 37) % 200; /* 1..200 bytes: byte tails and runs of 8 words */
+        kv_fill_block(b, &t, it % 7, 16, 200, it % 5, it % 2, 4, hb);
+        for (uint32_t i = 0; i < (4 - it % 2) * hb; i++) h = kv_mix64(h ^ b[i]);
+        h ^= kv_block_hash(&t, h, it % 9, 16, it % 5);
+    }
+    cr_assert_eq(h, 0x77b076bac4b9ab16ull, "got 0x%016llx", (unsigned long long)h);
+}
