@@ -5,8 +5,10 @@
 
 #include "kvconn/limits.h"
 
+/* 16 bytes, and payloads padded to 8: a payload that does not wrap around
+ * the ring's end is handed to the actor in place, 8-aligned. */
 typedef struct mbox_hdr {
-    uint32_t kind, src, len;
+    uint32_t kind, src, len, pad;
 } mbox_hdr;
 
 typedef struct sim_actor {
@@ -66,7 +68,7 @@ struct sim_rt {
 
 #define PAIR_NODES (KV_ENGINES_MAX * (KV_TP_MAX + 1) + 8)
 
-static uint32_t align4(uint32_t n) { return (n + 3u) & ~3u; }
+static uint32_t align8(uint32_t n) { return (n + 7u) & ~7u; }
 
 /* Ring copies in at most two segments. */
 static void ring_write(sim_actor *a, uint32_t at, const void *src, uint32_t n) {
@@ -84,14 +86,14 @@ static void ring_read(const sim_actor *a, uint32_t at, void *dst, uint32_t n) {
 static kv_status mbox_push(sim_rt *rt, uint32_t to, uint32_t kind, uint32_t src, const void *p,
                            uint32_t len) {
     sim_actor *a = &rt->actors[to];
-    uint32_t need = (uint32_t)sizeof(mbox_hdr) + align4(len);
+    uint32_t need = (uint32_t)sizeof(mbox_hdr) + align8(len);
     if (a->used + need > a->cap) {
         rt->error = KV_EFULL;
         kv_logf(rt->env, KV_LOG_ERROR, "sim_rt: mailbox of %s full (%u + %u > %u)", a->name,
                 a->used, need, a->cap);
         return KV_EFULL;
     }
-    mbox_hdr h = {kind, src, len};
+    mbox_hdr h = {kind, src, len, 0};
     uint32_t tail = (a->head + a->used) % a->cap;
     ring_write(a, tail, &h, sizeof h);
     if (len) ring_write(a, (tail + (uint32_t)sizeof h) % a->cap, p, len);
@@ -187,7 +189,7 @@ static kv_status rt_spawn(kv_rt *iface, const char *name, uint32_t node, kv_acto
         return KV_EINVAL;
     uint32_t id = rt->n_actors;
     sim_actor *a = &rt->actors[id];
-    a->cap = mailbox_bytes; /* the bound asked for; the ring is SIM_MAILBOX_MAX */
+    a->cap = mailbox_bytes & ~7u; /* the bound asked for (whole 8-byte units); the ring is SIM_MAILBOX_MAX */
     size_t nl = strlen(name);
     if (nl >= sizeof a->name) nl = sizeof a->name - 1;
     memcpy(a->name, name, nl);
@@ -312,20 +314,24 @@ bool sim_rt_run_one(sim_rt *rt) {
     while (k--) bits &= bits - 1; /* drop the k lowest set bits */
     uint32_t id = wi * 64u + (uint32_t)__builtin_ctzll(bits);
     sim_actor *a = &rt->actors[id];
-    uint8_t *payload = rt->payload;
     mbox_hdr h;
     ring_read(a, a->head, &h, sizeof h);
-    if (h.len) ring_read(a, (a->head + (uint32_t)sizeof h) % a->cap, payload, h.len);
-    uint32_t used = (uint32_t)sizeof h + align4(h.len);
-    a->head = (a->head + used) % a->cap;
-    a->used -= used;
-    if (--a->n_msgs == 0) rt->runnable[id / 64u] &= ~(1ull << (id % 64u));
+    uint32_t at = (a->head + (uint32_t)sizeof h) % a->cap;
+    const uint8_t *payload = a->ring + at;
+    if (at + h.len > a->cap) { /* wraps: one copy */
+        ring_read(a, at, rt->payload, h.len);
+        payload = rt->payload;
+    }
     kv_msg m = {.kind = h.kind, .src = h.src, .len = h.len, .payload = payload};
     rt->current = id;
-    a->fn(a->self, &m);
+    a->fn(a->self, &m); /* its own posts go behind this message, which stays in the ring */
     rt->messages++;
     if (rt->hook) rt->hook(rt->hook_ctx, id, &m);
     rt->current = KV_ACTOR_NONE;
+    uint32_t used = (uint32_t)sizeof h + align8(h.len);
+    a->head = (a->head + used) % a->cap;
+    a->used -= used;
+    if (--a->n_msgs == 0) rt->runnable[id / 64u] &= ~(1ull << (id % 64u));
     return true;
 }
 
