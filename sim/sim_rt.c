@@ -70,15 +70,30 @@ struct sim_rt {
 
 static uint32_t align8(uint32_t n) { return (n + 7u) & ~7u; }
 
+static uint32_t popcount64(uint64_t x) { /* SWAR: no library call on any target */
+    x -= (x >> 1) & 0x5555555555555555ull;
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (uint32_t)((x * 0x0101010101010101ull) >> 56);
+}
+
 /* Ring copies in at most two segments. */
 static void ring_write(sim_actor *a, uint32_t at, const void *src, uint32_t n) {
-    uint32_t first = a->cap - at < n ? a->cap - at : n;
+    if (n <= a->cap - at) {
+        memcpy(a->ring + at, src, n);
+        return;
+    }
+    uint32_t first = a->cap - at;
     memcpy(a->ring + at, src, first);
     memcpy(a->ring, (const uint8_t *)src + first, n - first);
 }
 
 static void ring_read(const sim_actor *a, uint32_t at, void *dst, uint32_t n) {
-    uint32_t first = a->cap - at < n ? a->cap - at : n;
+    if (n <= a->cap - at) {
+        memcpy(dst, a->ring + at, n);
+        return;
+    }
+    uint32_t first = a->cap - at;
     memcpy(dst, a->ring + at, first);
     memcpy((uint8_t *)dst + first, a->ring, n - first);
 }
@@ -95,7 +110,8 @@ static kv_status mbox_push(sim_rt *rt, uint32_t to, uint32_t kind, uint32_t src,
     }
     mbox_hdr h = {kind, src, len, 0};
     uint32_t tail = (a->head + a->used) % a->cap;
-    ring_write(a, tail, &h, sizeof h);
+    if (a->cap - tail >= sizeof h) memcpy(a->ring + tail, &h, sizeof h);
+    else ring_write(a, tail, &h, sizeof h);
     if (len) ring_write(a, (tail + (uint32_t)sizeof h) % a->cap, p, len);
     a->used += need;
     if (a->n_msgs++ == 0) rt->runnable[to / 64u] |= 1ull << (to % 64u);
@@ -301,7 +317,7 @@ void sim_rt_deliver_due(sim_rt *rt) {
 uint32_t sim_rt_runnable(const sim_rt *rt) {
     uint32_t n = 0;
     for (uint32_t i = 0; i < sizeof rt->runnable / sizeof rt->runnable[0]; i++)
-        n += (uint32_t)__builtin_popcountll(rt->runnable[i]);
+        n += popcount64(rt->runnable[i]);
     return n;
 }
 
@@ -309,13 +325,14 @@ bool sim_rt_run_one(sim_rt *rt) {
     uint32_t n = sim_rt_runnable(rt);
     if (!n) return false;
     uint32_t k = sim_choice_below(rt->choice, n), wi = 0;
-    while (k >= (uint32_t)__builtin_popcountll(rt->runnable[wi])) k -= (uint32_t)__builtin_popcountll(rt->runnable[wi++]);
+    while (k >= popcount64(rt->runnable[wi])) k -= popcount64(rt->runnable[wi++]);
     uint64_t bits = rt->runnable[wi];
     while (k--) bits &= bits - 1; /* drop the k lowest set bits */
     uint32_t id = wi * 64u + (uint32_t)__builtin_ctzll(bits);
     sim_actor *a = &rt->actors[id];
     mbox_hdr h;
-    ring_read(a, a->head, &h, sizeof h);
+    if (a->cap - a->head >= sizeof h) memcpy(&h, a->ring + a->head, sizeof h);
+    else ring_read(a, a->head, &h, sizeof h);
     uint32_t at = (a->head + (uint32_t)sizeof h) % a->cap;
     const uint8_t *payload = a->ring + at;
     if (at + h.len > a->cap) { /* wraps: one copy */
