@@ -2,8 +2,8 @@
  *
  * Entries live in a fixed array (capacity slots, unused ones on a free
  * stack) found through a linear-probing index of twice the capacity (power
- * of two, backward-shift delete); an LRU stamp per entry picks eviction
- * victims. Every operation answers at
+ * of two, backward-shift delete); a list in last-use order (put or get)
+ * gives the eviction victim, its head. Every operation answers at
  * once; the network supplies the latency. */
 #include "sim/sim_store.h"
 
@@ -18,7 +18,7 @@
 typedef struct st_entry {
     bool used;
     kv_store_key key;
-    uint64_t stamp;           /* last put or get */
+    uint32_t prev, next;      /* LRU list by last put or get: entry numbers, NO_SLOT ends */
     uint8_t bytes[KV_STORE_SNAP_BYTES];
 } st_entry;
 
@@ -35,7 +35,7 @@ struct sim_store {
     uint32_t n_free;
     uint32_t *index;          /* index_size slots: entry number or NO_SLOT */
     uint32_t index_size;
-    uint64_t clock;
+    uint32_t lru_head, lru_tail; /* least and most recently used */
     uint32_t put_fail, get_fail, pressure; /* armed fault counts */
     sim_store_stats stats;
     kv_wire_msg msg;
@@ -75,7 +75,30 @@ static void index_delete(sim_store *s, uint32_t i) {
     }
 }
 
+static void lru_unlink(sim_store *s, st_entry *e) {
+    if (e->prev != NO_SLOT) s->entry[e->prev].next = e->next;
+    else s->lru_head = e->next;
+    if (e->next != NO_SLOT) s->entry[e->next].prev = e->prev;
+    else s->lru_tail = e->prev;
+    e->prev = e->next = NO_SLOT;
+}
+
+/* e was just used: it goes to the tail (e is linked iff e->used). */
+static void lru_touch(sim_store *s, st_entry *e, bool linked) {
+    uint32_t i = (uint32_t)(e - s->entry);
+    if (linked) {
+        if (s->lru_tail == i) return;
+        lru_unlink(s, e);
+    }
+    e->prev = s->lru_tail;
+    e->next = NO_SLOT;
+    if (s->lru_tail != NO_SLOT) s->entry[s->lru_tail].next = i;
+    else s->lru_head = i;
+    s->lru_tail = i;
+}
+
 static void evict(sim_store *s, st_entry *e) {
+    lru_unlink(s, e);
     index_delete(s, probe(s, e->key));
     e->used = false;
     s->free_slot[s->n_free++] = (uint32_t)(e - s->entry);
@@ -83,15 +106,11 @@ static void evict(sim_store *s, st_entry *e) {
     s->stats.evictions++;
 }
 
-static st_entry *oldest(sim_store *s) {
-    st_entry *v = NULL;
-    for (uint32_t i = 0; i < s->capacity; i++)
-        if (s->entry[i].used && (!v || s->entry[i].stamp < v->stamp)) v = &s->entry[i];
-    return v;
-}
+static st_entry *oldest(sim_store *s) { return s->lru_head == NO_SLOT ? NULL : &s->entry[s->lru_head]; }
 
 static void put_key(sim_store *s, kv_store_key k, const uint8_t *bytes, uint32_t n) {
     st_entry *e = lookup(s, k);
+    bool linked = e != NULL;
     if (!e) {
         if (s->n_keys == s->capacity) evict(s, oldest(s));
         e = &s->entry[s->free_slot[--s->n_free]];
@@ -100,7 +119,7 @@ static void put_key(sim_store *s, kv_store_key k, const uint8_t *bytes, uint32_t
         s->index[probe(s, k)] = (uint32_t)(e - s->entry);
         s->n_keys++;
     }
-    e->stamp = ++s->clock;
+    lru_touch(s, e, linked);
     memset(e->bytes, 0, sizeof e->bytes);
     memcpy(e->bytes, bytes, n);
 }
@@ -164,7 +183,7 @@ static void on_request(sim_store *s, kvt_peer peer, const uint8_t *bytes, uint32
                 continue;
             }
             s->stats.get_hits++;
-            e->stamp = ++s->clock;
+            lru_touch(s, e, true);
             memcpy(&m->data[off], e->bytes, m->block_bytes);
             off += m->block_bytes;
         }
@@ -229,6 +248,7 @@ kv_status sim_store_new(const kv_env *env, kv_rt *rt, kvt *t, uint32_t node, uin
     if (!s->entry || !s->index || !s->free_slot) return KV_ENOMEM;
     for (uint32_t i = 0; i < capacity; i++) s->free_slot[i] = capacity - 1 - i; /* entry 0 first */
     s->n_free = capacity;
+    s->lru_head = s->lru_tail = NO_SLOT;
     memset(s->index, 0xff, (size_t)s->index_size * sizeof *s->index);
     kv_status st = kv_rt_spawn(rt, "store", node, store_handle, s, 1u << 20, &s->actor);
     if (st == KV_OK) st = kvt_ep_open(t, s->actor, &s->ep, &s->addr);
