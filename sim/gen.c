@@ -141,3 +141,48 @@ void sim_cfg_searchable(sim_world_cfg *cfg) {
         q->prefix_len = 0;
     }
 }
+
+/* Steady P/D serving traffic: P2P everywhere, no faults, a full request
+ * table's worth of requests paced so that each D batches about 20-30 at
+ * once (one step costs 2 ms + 20 us per token, see world.c). What one
+ * request lifecycle costs when steps are shared, as they are in serving. */
+uint32_t sim_gen_steady(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg) {
+    sim_choice c;
+    sim_choice_init(&c, NULL, 0, sim_mix64(seed ^ 0x737465616479ull));
+    sim_world_cfg_default(cfg);
+    cfg->seed = seed;
+    cfg->bugs = bugs;
+    cfg->n_p = pick(&c, 1, 2);
+    cfg->n_d = pick(&c, 1, 2);
+    cfg->tp_p = 1u << sim_choice_below(&c, 2);
+    cfg->tp_d = 1u << sim_choice_below(&c, 2);
+    cfg->block_size = 16;
+    cfg->n_groups = 1;
+    cfg->pool_blocks_p = cfg->pool_blocks_d = 1024;
+    cfg->prefix_caching = true;
+    cfg->n_reqs = SIM_REQS_MAX;
+    /* P prefills ~40 tokens/ms, D decodes a batch of 32 in ~2.6 ms: about
+     * 6 ms of P and 5 ms of D per request; pace below the slower side */
+    uint32_t engines = cfg->n_p < cfg->n_d ? cfg->n_p : cfg->n_d;
+    uint64_t t = 0, gap = 8000000u / engines;
+    for (uint32_t i = 0; i < cfg->n_reqs; i++) {
+        sim_req_plan *q = &cfg->req[i];
+        memset(q, 0, sizeof *q);
+        t += gap / 2 + sim_choice_below(&c, (uint32_t)gap);
+        q->at_ns = t;
+        q->prompt_len = pick(&c, 64, 320);
+        q->max_tokens = pick(&c, 16, 96);
+        q->prefix_group = sim_choice_below(&c, 4);
+        q->prefix_len = sim_choice_below(&c, 2) ? pick(&c, 16, 64) : 0;
+        q->p_engine = sim_choice_below(&c, cfg->n_p);
+        q->d_engine = sim_choice_below(&c, cfg->n_d);
+    }
+    sim_cfg_searchable(cfg);
+    return 0;
+}
+
+sim_gen_fn sim_workload_gen(const char *name) {
+    if (!name || !strcmp(name, "faults")) return sim_gen;
+    if (!strcmp(name, "steady")) return sim_gen_steady;
+    return NULL;
+}

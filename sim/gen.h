@@ -25,4 +25,14 @@ void sim_cfg_searchable(sim_world_cfg *cfg);
  * (bit k: fault kind k enabled). */
 uint32_t sim_gen(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg);
 
+/* Steady serving traffic from seed: 1-2 P and 1-2 D (TP 1 or 2), P2P, one
+ * full group, 256 requests paced so each D batches tens at a time, no
+ * faults. The workload of the lifecycle benchmark; returns 0. */
+uint32_t sim_gen_steady(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg);
+
+/* A workload by name: "faults" (sim_gen, the default) or "steady"; NULL
+ * for any other name. */
+typedef uint32_t (*sim_gen_fn)(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg);
+sim_gen_fn sim_workload_gen(const char *name);
+
 #endif

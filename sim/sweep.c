@@ -41,7 +41,7 @@ kv_status sim_sweep_run_hooks(sim_world *w, uint64_t from, uint64_t to, uint32_t
     for (uint64_t seed = from; seed <= to; seed++) {
         done++;
         if (seed % shard_n != shard_i) continue;
-        sim_gen(seed, bugs, &cfg);
+        (hooks->gen ? hooks->gen : sim_gen)(seed, bugs, &cfg);
         kv_status st = sim_world_run(w, &cfg, NULL, &r);
         if (st != KV_OK) return st;
         absorb(out, seed, &r);

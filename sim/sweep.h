@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "sim/gen.h"
 #include "sim/world.h"
 
 typedef struct sim_sweep {
@@ -34,6 +35,7 @@ typedef struct sim_sweep_hooks {
     void *progress_ctx;
     sim_sweep_finding finding;
     void *finding_ctx;
+    sim_gen_fn gen;                      /* the workload; NULL: sim_gen */
 } sim_sweep_hooks;
 
 void sim_sweep_init(sim_sweep *s);

@@ -61,3 +61,23 @@ Test(sweep, same_seed_same_trace_hash) {
         cr_assert_eq(a.events, b.events);
     }
 }
+
+/* The serving workload: every request of every seed ends ok (the pacing
+ * keeps P and D below saturation), nothing violates. */
+Test(sweep, steady_workload_is_all_ok) {
+    static sim_sweep s;
+    sim_sweep_init(&s);
+    sim_sweep_hooks h = {.gen = sim_gen_steady};
+    cr_assert_eq(sim_sweep_run_hooks(W, 1, 30, 0, false, 0, 1, &h, &s), KV_OK);
+    cr_assert_eq(s.violations, 0, "seed %llu: %s", (unsigned long long)s.first_violation_seed, s.first.detail);
+    cr_assert_eq(s.requests, 30u * SIM_REQS_MAX);
+    static sim_world_cfg cfg;
+    for (uint64_t seed = 1; seed <= 30; seed++) {
+        sim_result r;
+        sim_gen_steady(seed, 0, &cfg);
+        cr_assert_eq(cfg.n_faults, 0);
+        cr_assert_eq(sim_world_run(W, &cfg, NULL, &r), KV_OK);
+        cr_assert_eq(r.requests_ok, SIM_REQS_MAX, "seed %llu: %llu ok", (unsigned long long)seed,
+                     (unsigned long long)r.requests_ok);
+    }
+}

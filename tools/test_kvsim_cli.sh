@@ -41,5 +41,11 @@ $K run "$tmp/bad.kvs" 2> "$tmp/err.txt"; rc=$?
 grep -q "bad.kvs:2:" "$tmp/err.txt" || fail "bad .kvs error does not name file:line: $(cat "$tmp/err.txt")"
 $K sweep --seeds 5..1 2>/dev/null; [ $? = 4 ] || fail "bad --seeds is not a usage error"
 $K frobnicate 2>/dev/null; [ $? = 4 ] || fail "unknown command is not a usage error"
+# the serving workload of the lifecycle benchmark: clean, every request ok
+j=$($K sweep --workload steady --seeds 1..20 --json) || fail "steady sweep exit $?"
+echo "$j" | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['violations']==0 and d['requests']==20*256, d" \
+  || fail "steady sweep: $j"
+$K run --seed 3 --workload steady | grep -q "256 ok / 0 error / 0 aborted" || fail "steady seed 3 is not all ok"
+$K sweep --workload nonesuch --seeds 1..2 2>/dev/null; [ $? = 4 ] || fail "bad --workload is not a usage error"
 $K run --help 2>&1 | grep -q "kvsim run" || fail "run --help"
 echo "kvsim cli: ok"

@@ -16,12 +16,12 @@ static int cmd_gen(int argc, char **argv) {
     if (pr) return EXIT_USAGE;
     if (!o.have_seed) return fprintf(stderr, "kvsim gen: give --seed N\n"), kvsim_usage("gen");
     static sim_world_cfg cfg;
-    sim_gen(o.seed, o.bugs, &cfg);
+    o.gen(o.seed, o.bugs, &cfg);
     kvsim_print_cfg(&cfg);
     return EXIT_CLEAN;
 }
 
 const kvsim_cmd kvsim_cmd_gen = {
     "gen",
-    "kvsim gen --seed N [--bug NAME]...\n  Prints the generated scenario as .kvs text.\n",
+    "kvsim gen --seed N [--workload faults|steady] [--bug NAME]...\n  Prints the generated scenario as .kvs text.\n",
     cmd_gen};

@@ -23,7 +23,7 @@ static int cmd_run(int argc, char **argv) {
         cfg = sc.cfg;
         o.seed = cfg.seed;
     } else {
-        sim_gen(o.seed, o.bugs, &cfg);
+        o.gen(o.seed, o.bugs, &cfg);
     }
     sim_world *w;
     if (sim_world_new(&w) != KV_OK) return fprintf(stderr, "kvsim: out of memory\n"), EXIT_SIM;
@@ -60,7 +60,7 @@ static int cmd_run(int argc, char **argv) {
 
 const kvsim_cmd kvsim_cmd_run = {
     "run",
-    "kvsim run (--seed N | FILE.kvs | FILE) [--bug NAME]... [--trace] [--trace-json FILE] [--trace-hash]\n"
+    "kvsim run (--seed N [--workload faults|steady] | FILE.kvs | FILE) [--bug NAME]... [--trace] [--trace-json FILE] [--trace-hash]\n"
     "  Runs one scenario (generated from a seed, a .kvs text file, or any other\n"
     "  file as a binary scenario such as a fuzzer crash artifact) and reports the\n"
     "  checker's verdict; on a violation prints the scenario as .kvs text.\n",

@@ -29,7 +29,8 @@ static void progress(void *ctx, uint64_t done, uint64_t total, const sim_sweep *
     if (done == total) fputc('\n', stderr);
 }
 
-static void sweep_table(const sim_sweep *s, double secs) {
+static void sweep_table(const sim_sweep *s, double secs, const char *workload) {
+    if (workload) printf("workload %s\n", workload);
     printf("runs %" PRIu64 "   violations %" PRIu64 "   simulator errors %" PRIu64 "   wall %.2f s\n", s->runs,
            s->violations, s->sim_errors, secs);
     printf("events %" PRIu64 " (%.0f events/s)   request lifecycles %" PRIu64 " (%.0f/s)\n", s->events,
@@ -54,7 +55,7 @@ static void sweep_table(const sim_sweep *s, double secs) {
     }
     if (s->first_violation_seed != UINT64_MAX) {
         printf("\nfirst violation: seed %" PRIu64 " (reproduce: kvsim run --seed %" PRIu64 "%s)\n", s->first_violation_seed,
-               s->first_violation_seed, "");
+               s->first_violation_seed, workload && strcmp(workload, "faults") ? " --workload steady" : "");
         kvsim_print_violation(&s->first);
     }
 }
@@ -119,7 +120,7 @@ static kv_status sweep_one(const kvsim_opts *o, uint32_t si, uint32_t sn, progre
     sim_world *w;
     if (sim_world_new(&w) != KV_OK) return KV_ENOMEM;
     sim_sweep_hooks h = {.progress = pc ? progress : NULL, .progress_ctx = pc,
-                         .finding = k && k->path ? record_finding : NULL, .finding_ctx = k};
+                         .finding = k && k->path ? record_finding : NULL, .finding_ctx = k, .gen = o->gen};
     kv_status st = sim_sweep_run_hooks(w, o->from, o->to, o->bugs, o->stop, si, sn, &h, s);
     sim_world_free(w);
     if (k) sink_close(k);
@@ -197,7 +198,7 @@ static int sweep_hashes(const kvsim_opts *o) {
     static sim_world_cfg cfg;
     sim_result r;
     for (uint64_t seed = o->from; seed <= o->to; seed++) {
-        sim_gen(seed, o->bugs, &cfg);
+        o->gen(seed, o->bugs, &cfg);
         if (sim_world_run(w, &cfg, NULL, &r) != KV_OK) return sim_world_free(w), EXIT_BAD_INPUT;
         printf("%" PRIu64 " %016" PRIx64 "%s\n", seed, r.trace_hash, r.violated ? " violated" : "");
         if (seed == UINT64_MAX) break;
@@ -274,7 +275,7 @@ static int cmd_sweep(int argc_all, char **argv_all) {
     if (st != KV_OK) return fprintf(stderr, "kvsim sweep: %s\n", kv_status_str(st)), EXIT_BAD_INPUT;
     if (secs <= 0) secs = 1e-9;
     if (o.json) sweep_json(&s, secs);
-    else sweep_table(&s, secs);
+    else sweep_table(&s, secs, o.workload);
     if (sink.path && (rc = sink_run(&sink, argc_all, argv_all, false, s.runs, o.json))) return rc;
     if (sink.failed) return fprintf(stderr, "kvsim sweep: some findings were not recorded in %s\n", sink.path), EXIT_DB_READONLY;
     if (s.first_violation_seed != UINT64_MAX) return kvsim_verdict_code(&s.first);
@@ -283,8 +284,11 @@ static int cmd_sweep(int argc_all, char **argv_all) {
 
 const kvsim_cmd kvsim_cmd_sweep = {
     "sweep",
-    "kvsim sweep --seeds A..B [--bug NAME]... [--jobs N] [--shard I/N] [--stop] [--json] [--hashes] [--db FILE]\n"
+    "kvsim sweep --seeds A..B [--workload faults|steady] [--bug NAME]... [--jobs N] [--shard I/N] [--stop] [--json]\n"
+    "            [--hashes] [--db FILE]\n"
     "  Runs generated scenarios for every seed in A..B; prints a summary table\n"
+    "  --workload: faults (the default: random topologies, connectors and fault\n"
+    "  plans) or steady (P/D serving traffic without faults; sim/gen.h)\n"
     "  (or one JSON object with --json; --hashes prints each seed's trace hash).\n"
     "  --db FILE records every violation in the findings database FILE as it is\n"
     "  found (one transaction each, deduplicated by signature; see kvsim db).\n",

@@ -29,6 +29,7 @@ int kvsim_parse_opts(int argc, char **argv, const char *cmd, kvsim_opts *o) {
     memset(o, 0, sizeof *o);
     o->shard_n = 1;
     o->jobs = 1;
+    o->gen = sim_gen;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -61,6 +62,12 @@ int kvsim_parse_opts(int argc, char **argv, const char *cmd, kvsim_opts *o) {
             uint64_t j;
             if (kvsim_parse_u64(v, &j) || j < 1 || j > 64) return fprintf(stderr, "kvsim %s: --jobs needs 1..64, got '%s'\n", cmd, v ? v : ""), -1;
             o->jobs = (uint32_t)j;
+            i++;
+        } else if (!strcmp(a, "--workload")) {
+            if (!v || !sim_workload_gen(v))
+                return fprintf(stderr, "kvsim %s: --workload needs faults or steady, got '%s'\n", cmd, v ? v : ""), -1;
+            o->workload = v;
+            o->gen = sim_workload_gen(v);
             i++;
         } else if (!strcmp(a, "--trace-json")) {
             if (!v) return fprintf(stderr, "kvsim %s: --trace-json needs a file name\n", cmd), -1;

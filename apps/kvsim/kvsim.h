@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "sim/gen.h"
 #include "sim/scenario.h"
 #include "sim/world.h"
 
@@ -36,6 +37,8 @@ typedef struct kvsim_opts {
     const char *trace_json;
     const char *file;
     uint32_t bugs, shard_i, shard_n, jobs;
+    const char *workload;     /* --workload NAME (NULL: faults) */
+    sim_gen_fn gen;           /* its generator */
 } kvsim_opts;
 
 /* Prints the help of one command (or of all when cmd is NULL) to stderr;
