@@ -6,7 +6,11 @@
 #  - fuzzer_stats says persistent mode with shared-memory test cases,
 #  - stability is 100.00% (no state leaks from one input into the next),
 #  - nothing crashed with every switch off;
-# and the same binary, run on a repro-* seed with its KVCONN_BUG, aborts.
+# and the same binary, run on a repro-* seed with its KVCONN_BUG, aborts;
+# and afl-fuzz with the structure-aware custom mutator
+# (AFL_CUSTOM_MUTATOR_LIBRARY=lib/libkvconn_afl_mutator.so) calls it, and
+# finds the empty_pull_completion switch from the corpus without its repro
+# seed (KVCONN_AFL_BUG_SECONDS, default 60, -s 1).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${KVCONN_AFL_BIN:-build-afl/bin}
@@ -40,4 +44,24 @@ f=$(ls corpus/fuzz_scenario/repro-recv_map_race-* | head -1)
 (KVCONN_BUG=recv_map_race "$B/fuzz_scenario" "$f"; echo "exit $?") > "$tmp/repro.log" 2>&1
 grep -q '^exit 0$' "$tmp/repro.log" && fail "the AFL++ build does not abort on $f"
 grep -q '^VIOLATION ' "$tmp/repro.log" || fail "the AFL++ build crashed on $f without a VIOLATION line"
+MUT=${KVCONN_AFL_MUTATOR:-$B/../lib/libkvconn_afl_mutator.so}
+[ -f "$MUT" ] || fail "$MUT missing (make build-afl builds it)"
+bsecs=${KVCONN_AFL_BUG_SECONDS:-60}
+KVCONN_MUTATOR_STATS="$tmp/mut.stats" KVCONN_BUG=empty_pull_completion AFL_CUSTOM_MUTATOR_LIBRARY="$MUT" \
+AFL_NO_UI=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_AFFINITY=1 AFL_FAST_CAL=1 \
+AFL_SKIP_CRASHES=1 AFL_BENCH_UNTIL_CRASH=1 \
+  timeout $((bsecs + 120)) afl-fuzz -s 1 -V "$bsecs" -i "$tmp/in" -o "$tmp/out2" -x fuzz/fuzz_scenario.dict \
+    -- "$B/fuzz_scenario" > "$tmp/afl2.log" 2>&1 \
+  || { tail -30 "$tmp/afl2.log" >&2; fail "afl-fuzz with the custom mutator did not run"; }
+stats=$tmp/out2/default/fuzzer_stats
+[ -f "$stats" ] || { tail -30 "$tmp/afl2.log" >&2; fail "no fuzzer_stats (custom mutator run)"; }
+crashes=$(field saved_crashes); execs=$(field execs_done)
+[ -s "$tmp/mut.stats" ] || fail "the custom mutator was not loaded (no statistics from its deinit)"
+read -r _ calls _ muts _ cross _ _ < "$tmp/mut.stats"
+echo "  custom mutator: $(cat "$tmp/mut.stats"); empty_pull_completion: $crashes crashes after $execs execs"
+[ "${calls:-0}" -gt 0 ] && [ "${muts:-0}" -gt 0 ] || fail "custom mutator never mutated ($(cat "$tmp/mut.stats"))"
+[ "${crashes:-0}" -gt 0 ] || fail "empty_pull_completion not found in $bsecs s with the custom mutator"
+c=$(ls "$tmp/out2/default/crashes"/id:* | head -1)
+(KVCONN_BUG=empty_pull_completion "$B/fuzz_scenario" "$c"; echo "exit $?") > "$tmp/crash.log" 2>&1
+grep -q '^VIOLATION SCHED-ASSERT' "$tmp/crash.log" || fail "the saved crash does not reproduce as SCHED-ASSERT: $(head -3 "$tmp/crash.log")"
 echo "afl: ok"
