@@ -15,7 +15,9 @@
 #     seconds from start to the crash (process start-up included), ASan+UBSan
 #     build: median and max, and the median executions;
 #  3. AFL++ (build-afl, or $KVCONN_AFL_BIN): afl-fuzz on fuzz_scenario for S
-#     seconds from the seed corpus: execs_per_sec and stability.
+#     seconds from the seed corpus: execs_per_sec and stability; then
+#     time-to-detect of every switch under afl-fuzz with the custom mutator
+#     (lib/libkvconn_afl_mutator.so), N runs with -s 1..N.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 secs=30 runs=5 bugs="" afl=1
@@ -25,7 +27,7 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift 2 ;;
     --bugs) bugs=$2; shift 2 ;;
     --no-afl) afl=0; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "fuzz_bench: unknown option $1" >&2; exit 4 ;;
   esac
 done
@@ -90,7 +92,7 @@ for bug in ${bugs//,/ }; do
   fi
 done
 
-afl_eps="not run" afl_stab="not run" afl_mode=""
+afl_eps="not run" afl_stab="not run" afl_mode="" afl_rows=()
 if [ "$afl" = 1 ]; then
   if command -v afl-fuzz > /dev/null && [ -x "$AFL/fuzz_scenario" ]; then
     echo "fuzz_bench: afl-fuzz $secs s" >&2
@@ -103,6 +105,36 @@ if [ "$afl" = 1 ]; then
     afl_eps=$(sed -n 's/^execs_per_sec *: *//p' "$st" 2>/dev/null)
     afl_stab=$(sed -n 's/^stability *: *//p' "$st" 2>/dev/null)
     afl_mode=$(sed -n 's/^target_mode *: *//p' "$st" 2>/dev/null)
+    # time-to-detect under afl-fuzz with the structure-aware custom mutator,
+    # from the corpus without its repro-* seeds (afl-fuzz needs an input)
+    MUT=${KVCONN_AFL_MUTATOR:-$AFL/../lib/libkvconn_afl_mutator.so}
+    if [ -f "$MUT" ]; then
+      for bug in ${bugs//,/ }; do
+        echo "fuzz_bench: afl-fuzz + custom mutator, time-to-detect $bug, $runs runs" >&2
+        : > "$tmp/at"; : > "$tmp/ax"; found=0
+        for s in $(seq 1 "$runs"); do
+          o=$tmp/afl-det-$bug-$s
+          t0=$(date +%s.%N)
+          KVCONN_BUG=$bug AFL_CUSTOM_MUTATOR_LIBRARY="$MUT" AFL_NO_UI=1 AFL_SKIP_CPUFREQ=1 \
+          AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_AFFINITY=1 AFL_FAST_CAL=1 AFL_SKIP_CRASHES=1 \
+          AFL_BENCH_UNTIL_CRASH=1 timeout 300 afl-fuzz -s "$s" -V 240 -i "$tmp/afl-in" -o "$o" \
+            -x fuzz/fuzz_scenario.dict -- "$AFL/fuzz_scenario" > "$o.log" 2>&1
+          t1=$(date +%s.%N)
+          c=$(sed -n 's/^saved_crashes *: *//p' "$o/default/fuzzer_stats" 2>/dev/null)
+          if [ "${c:-0}" -gt 0 ]; then
+            found=$((found + 1))
+            echo "$t1 - $t0" | bc -l >> "$tmp/at"
+            sed -n 's/^execs_done *: *//p' "$o/default/fuzzer_stats" >> "$tmp/ax"
+          fi
+        done
+        if [ "$found" -gt 0 ]; then
+          afl_rows+=("$(printf '| %s | %d/%d | %.1f | %.1f | %s |' "$bug" "$found" "$runs" "$(median < "$tmp/at")" \
+            "$(maxof < "$tmp/at")" "$(median < "$tmp/ax")")")
+        else
+          afl_rows+=("| $bug | 0/$runs | - | - | - |")
+        fi
+      done
+    fi
   else
     afl_eps="afl-fuzz or $AFL/fuzz_scenario missing"
   fi
@@ -121,3 +153,11 @@ echo
 echo "| switch | found | median s | max s | median execs |"
 echo "|---|---|---|---|---|"
 printf '%s\n' "${detect_rows[@]}"
+if [ ${#afl_rows[@]} -gt 0 ]; then
+  echo
+  echo "## time-to-detect under AFL++ with the custom mutator (from corpus/fuzz_scenario without repro-* seeds, -s 1..$runs)"
+  echo
+  echo "| switch | found | median s | max s | median execs |"
+  echo "|---|---|---|---|---|"
+  printf '%s\n' "${afl_rows[@]}"
+fi
