@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift 2 ;;
     --bugs) bugs=$2; shift 2 ;;
     --no-afl) afl=0; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "fuzz_bench: unknown option $1" >&2; exit 4 ;;
   esac
 done
