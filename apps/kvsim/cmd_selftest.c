@@ -8,7 +8,7 @@
  * cannot find a known bug is broken, whatever else it reports.
  *
  * The fuzzer runs as: KVCONN_BUG=<switch> FUZZER -seed=N -max_total_time=S
- * -len_control=0 -max_len=4096 -timeout=30 -print_final_stats=1
+ * -len_control=0 -max_len=4096 -timeout=30 -use_counters=0 -print_final_stats=1
  * -artifact_prefix=TMP/ TMP/corpus, with KVCONN_DB unset; its output goes
  * to TMP/log, parsed for the VIOLATION line, the executed-units count and
  * the crash file. TMP is a fresh directory under $TMPDIR (or /tmp), removed
@@ -194,7 +194,7 @@ static int spawn_fuzzer(const st_opts *o, const char *dir, uint32_t bug) {
         join(corpus, sizeof corpus, dir, "/corpus") || join(log, sizeof log, dir, "/log") || mkdir(corpus, 0700))
         return -1;
     char *args[] = {(char *)o->fuzzer, seed, secs, "-len_control=0", "-max_len=" ST_FUZZ_MAX_LEN,
-                    "-timeout=30", "-print_final_stats=1", prefix, corpus, NULL};
+                    "-timeout=30", "-use_counters=0", "-print_final_stats=1", prefix, corpus, NULL};
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) return -1;
