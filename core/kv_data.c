@@ -19,11 +19,29 @@ uint32_t kv_token(const kv_tokens *t, uint32_t i) {
 
 /* Order-sensitive digest of a block's tokens: one multiply per token, one
  * full mix at the end. */
-static uint64_t tokens_digest(const kv_tokens *t, uint32_t pos, uint32_t bs, uint32_t n_tokens) {
-    uint64_t h = 0xcbf29ce484222325ull ^ pos;
-    uint32_t end = (pos + 1) * bs < n_tokens ? (pos + 1) * bs : n_tokens;
-    for (uint32_t i = pos * bs; i < end; i++) h = (h ^ kv_token(t, i)) * 0x100000001b3ull;
+static uint64_t chain(const kv_tokens *t, uint64_t h, uint32_t from, uint32_t to) {
+    for (uint32_t i = from; i < to; i++) h = (h ^ kv_token(t, i)) * 0x100000001b3ull;
+    return h;
+}
+static uint32_t block_end(uint32_t pos, uint32_t bs, uint32_t n_tokens) {
+    return (pos + 1) * bs < n_tokens ? (pos + 1) * bs : n_tokens;
+}
+static uint64_t digest_of(uint64_t h, uint32_t pos, uint32_t bs, uint32_t end) {
     return kv_mix64(h ^ ((uint64_t)(end - pos * bs) << 40));
+}
+static uint64_t tokens_digest(const kv_tokens *t, uint32_t pos, uint32_t bs, uint32_t n_tokens) {
+    uint32_t end = block_end(pos, bs, n_tokens);
+    return digest_of(chain(t, 0xcbf29ce484222325ull ^ pos, pos * bs, end), pos, bs, end);
+}
+
+uint64_t kv_block_digest_grow(const kv_tokens *t, uint32_t pos, uint32_t block_size, uint32_t n_tokens,
+                              kv_digest_run *run, bool valid) {
+    uint32_t end = block_end(pos, block_size, n_tokens);
+    if (!valid || run->pos != pos || run->n > end || run->n < pos * block_size)
+        *run = (kv_digest_run){.h = 0xcbf29ce484222325ull ^ pos, .pos = pos, .n = pos * block_size};
+    run->h = chain(t, run->h, run->n, end);
+    run->n = end;
+    return digest_of(run->h, pos, block_size, end);
 }
 
 static uint64_t hash_of(uint64_t parent, uint64_t digest, uint32_t group) {
@@ -165,6 +183,12 @@ static uint64_t memo_digest(kv_digest_memo *m, uint32_t pos) {
         m->have |= 1ull << pos;
     }
     return m->d[pos];
+}
+
+void kv_digest_memo_put(kv_digest_memo *m, uint32_t pos, uint64_t digest) {
+    if (pos >= KV_DIGEST_MEMO_BLOCKS) return;
+    m->d[pos] = digest;
+    m->have |= 1ull << pos;
 }
 
 uint64_t kv_block_hash_m(kv_digest_memo *m, uint64_t parent, uint32_t pos, uint32_t group) {

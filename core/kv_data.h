@@ -59,6 +59,20 @@ void kv_fill_block_m(uint8_t *out, kv_digest_memo *m, uint32_t pos, uint32_t gro
                      uint32_t head_hi, uint32_t head_bytes);
 bool kv_verify_block_m(const uint8_t *have, kv_digest_memo *m, uint32_t pos, uint32_t group,
                        uint32_t head_lo, uint32_t head_hi, uint32_t head_bytes);
+/* The growing last block of a request: its digest chain over tokens
+ * [pos * block_size, n), so the next step's digest of the same block takes
+ * only the new tokens (a decode step adds one). */
+typedef struct kv_digest_run {
+    uint64_t h;
+    uint32_t pos, n;
+} kv_digest_run;
+/* Digest of block pos holding tokens up to n_tokens (what kv_fill_block
+ * uses), continuing run when it is this block's and not ahead of n_tokens
+ * (valid), else from the block's start; run then holds this chain. */
+uint64_t kv_block_digest_grow(const kv_tokens *t, uint32_t pos, uint32_t block_size, uint32_t n_tokens,
+                              kv_digest_run *run, bool valid);
+/* Gives the memo position pos's digest, computed elsewhere. */
+void kv_digest_memo_put(kv_digest_memo *m, uint32_t pos, uint64_t digest);
 /* Leading blocks of a sliding-window group that hold only tokens outside the
  * window once n_tokens are computed (remove_skipped_blocks frees them). */
 uint32_t kv_sw_dead_blocks(uint32_t n_tokens, uint32_t window, uint32_t block_size);

@@ -18,6 +18,14 @@ static void forward(kv_worker *w, const kv_step *st) {
         uint32_t first = q->computed_before / bs, last = kv_cdiv(end, bs);
         kv_digest_memo dm;
         kv_digest_memo_init(&dm, &q->tokens, bs, end);
+        /* the block the step ends in: continue its digest from the last step */
+        kv_worker_tail *tl = &w->tail[q->id % KV_WORKER_TAILS];
+        bool same = tl->used && tl->id == q->id && tl->tokens.token_seed == q->tokens.token_seed &&
+                    tl->tokens.prefix_group == q->tokens.prefix_group && tl->tokens.prefix_len == q->tokens.prefix_len;
+        kv_digest_memo_put(&dm, last - 1, kv_block_digest_grow(&q->tokens, last - 1, bs, end, &tl->run, same));
+        tl->used = true;
+        tl->id = q->id;
+        tl->tokens = q->tokens;
         for (uint32_t g = 0; g < w->cfg.n_groups; g++) {
             bool mamba = w->cfg.group[g].kind == KV_GROUP_MAMBA;
             for (uint32_t pos = mamba ? last - 1 : first; pos < last && pos < q->blocks.n[g]; pos++) {

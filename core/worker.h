@@ -10,6 +10,16 @@
 
 #include "core/engine.h"
 
+/* The last block a running request wrote on this rank: a decode step
+ * digests only its new token there (kv_block_digest_grow). */
+#define KV_WORKER_TAILS 64u
+typedef struct kv_worker_tail {
+    bool used;
+    uint32_t id;
+    kv_tokens tokens;
+    kv_digest_run run;
+} kv_worker_tail;
+
 struct kv_worker {
     kv_owner owner;              /* the worker main actor */
     const kv_env *env;           /* borrowed */
@@ -27,6 +37,7 @@ struct kv_worker {
     uint8_t *kv[KV_GROUPS_MAX];  /* KV memory per group; owned (env) */
     kvt_region region[KV_GROUPS_MAX];
     kv_conn_worker conn;         /* the connector's worker half */
+    kv_worker_tail tail[KV_WORKER_TAILS]; /* by request id mod KV_WORKER_TAILS */
     kv_m_step_result result;     /* this step's reply, built in place */
     uint8_t result_buf[KV_STEP_RESULT_PACKED_MAX]; /* ... and packed to be posted */
     uint64_t verified_blocks;    /* blocks checked against INV-DATA */
