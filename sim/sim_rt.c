@@ -28,9 +28,15 @@ typedef struct sim_actor {
 
 /* Small payloads (timers, most control traffic) live in the event itself;
  * larger ones in the arena, which is rewound whenever the heap empties. */
+#define SLOT_BITS 20u /* events_max <= 1 << SLOT_BITS */
+
+typedef struct sim_heap_key {
+    uint64_t at_ns;
+    uint64_t seq_slot; /* seq << SLOT_BITS | pool slot: unique, ordered by seq */
+} sim_heap_key;
+
 typedef struct sim_event {
     uint64_t at_ns;
-    uint64_t seq;
     uint32_t to, kind, src, len;
     uint32_t off; /* payload offset in arena when len > EV_INLINE_BYTES */
     uint8_t inline_payload[EV_INLINE_BYTES];
@@ -48,7 +54,13 @@ struct sim_rt {
     /* FIFO per (source node, destination actor) for cross-node posts:
      * delivery time never goes backwards on one pair. */
     uint64_t pair_last_ns[KV_ENGINES_MAX * (KV_TP_MAX + 1) + 8][SIM_ACTORS_MAX];
-    sim_event *heap;   /* [events_max]; owned */
+    /* Pending events: a binary heap of 16-byte keys (time, then sequence
+     * number with the event's pool slot in its low bits) over a pool of
+     * events, so sifting moves keys, not 80-byte events. */
+    sim_heap_key *heap; /* [events_max]; owned */
+    sim_event *pool;    /* [events_max]; owned */
+    uint32_t *free_slot;/* [events_max]: released pool slots; owned */
+    uint32_t n_free, slots_used; /* slots [slots_used, events_max) never handed out this run */
     uint32_t n_events;
     uint64_t seq;
     uint8_t *arena;    /* [arena_bytes]; owned */
@@ -118,47 +130,46 @@ static kv_status mbox_push(sim_rt *rt, uint32_t to, uint32_t kind, uint32_t src,
     return KV_OK;
 }
 
-static void heap_swap(sim_event *h, uint32_t i, uint32_t j) {
-    sim_event t = h[i];
-    h[i] = h[j];
-    h[j] = t;
+static bool key_less(const sim_heap_key *a, const sim_heap_key *b) {
+    return a->at_ns < b->at_ns || (a->at_ns == b->at_ns && a->seq_slot < b->seq_slot);
 }
 
-static bool ev_less(const sim_event *a, const sim_event *b) {
-    return a->at_ns < b->at_ns || (a->at_ns == b->at_ns && a->seq < b->seq);
-}
-
-static kv_status heap_push(sim_rt *rt, sim_event ev) {
+static kv_status heap_push(sim_rt *rt, const sim_event *ev) {
     if (rt->n_events >= rt->cfg.events_max) {
         rt->error = KV_ENOMEM;
         kv_logf(rt->env, KV_LOG_ERROR, "sim_rt: event heap full (%u)", rt->n_events);
         return KV_ENOMEM;
     }
-    ev.seq = rt->seq++;
+    uint32_t slot = rt->n_free ? rt->free_slot[--rt->n_free] : rt->slots_used++;
+    rt->pool[slot] = *ev;
+    sim_heap_key k = {.at_ns = ev->at_ns, .seq_slot = rt->seq++ << SLOT_BITS | slot};
     uint32_t i = rt->n_events++;
-    rt->heap[i] = ev;
-    while (i > 0) {
+    while (i > 0) { /* move parents down into the hole until k fits */
         uint32_t parent = (i - 1) / 2;
-        if (!ev_less(&rt->heap[i], &rt->heap[parent])) break;
-        heap_swap(rt->heap, i, parent);
+        if (!key_less(&k, &rt->heap[parent])) break;
+        rt->heap[i] = rt->heap[parent];
         i = parent;
     }
+    rt->heap[i] = k;
     return KV_OK;
 }
 
-static sim_event heap_pop(sim_rt *rt) {
-    sim_event top = rt->heap[0];
-    rt->heap[0] = rt->heap[--rt->n_events];
-    uint32_t i = 0;
-    for (;;) {
-        uint32_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < rt->n_events && ev_less(&rt->heap[l], &rt->heap[m])) m = l;
-        if (r < rt->n_events && ev_less(&rt->heap[r], &rt->heap[m])) m = r;
-        if (m == i) break;
-        heap_swap(rt->heap, i, m);
+/* Removes the earliest event; the returned pointer is valid until the next push. */
+static const sim_event *heap_pop(sim_rt *rt) {
+    uint32_t slot = (uint32_t)(rt->heap[0].seq_slot & ((1u << SLOT_BITS) - 1u));
+    sim_heap_key last = rt->heap[--rt->n_events];
+    uint32_t i = 0, n = rt->n_events;
+    for (;;) { /* move the smaller child up into the hole until last fits */
+        uint32_t l = 2 * i + 1, m = l;
+        if (l >= n) break;
+        if (l + 1 < n && key_less(&rt->heap[l + 1], &rt->heap[l])) m = l + 1;
+        if (!key_less(&rt->heap[m], &last)) break;
+        rt->heap[i] = rt->heap[m];
         i = m;
     }
-    return top;
+    if (n) rt->heap[i] = last;
+    rt->free_slot[rt->n_free++] = slot;
+    return &rt->pool[slot];
 }
 
 static uint32_t payload_class(uint32_t len) {
@@ -178,7 +189,7 @@ static kv_status schedule(sim_rt *rt, uint32_t to, uint64_t at, uint32_t kind, c
     sim_event ev = {.at_ns = at, .to = to, .kind = kind, .src = rt->current, .len = len};
     if (len <= EV_INLINE_BYTES) {
         if (len) memcpy(ev.inline_payload, p, len);
-        return heap_push(rt, ev);
+        return heap_push(rt, &ev);
     }
     uint32_t c = payload_class(len);
     if (rt->free_head[c]) {
@@ -195,7 +206,7 @@ static kv_status schedule(sim_rt *rt, uint32_t to, uint64_t at, uint32_t kind, c
         rt->arena_used += need;
     }
     memcpy(rt->arena + ev.off, p, len);
-    return heap_push(rt, ev);
+    return heap_push(rt, &ev);
 }
 
 static kv_status rt_spawn(kv_rt *iface, const char *name, uint32_t node, kv_actor_fn fn, void *self,
@@ -252,11 +263,17 @@ kv_status sim_rt_new(const kv_env *env, const sim_rt_cfg *cfg, sim_choice *choic
     if (!rt) return KV_ENOMEM;
     rt->env = env;
     rt->cfg = *cfg;
-    rt->heap = kv_alloc(env, sizeof(sim_event) * cfg->events_max);
+    if (!cfg->events_max || cfg->events_max > 1u << SLOT_BITS) {
+        kv_release(env, rt);
+        return KV_EINVAL;
+    }
+    rt->heap = kv_alloc(env, sizeof(sim_heap_key) * cfg->events_max);
+    rt->pool = kv_alloc(env, sizeof(sim_event) * cfg->events_max);
+    rt->free_slot = kv_alloc(env, sizeof(uint32_t) * cfg->events_max);
     rt->arena = kv_alloc(env, cfg->arena_bytes);
     bool rings = true;
     for (uint32_t i = 0; i < SIM_ACTORS_MAX && rings; i++) rings = (rt->actors[i].ring = kv_alloc(env, SIM_MAILBOX_MAX)) != NULL;
-    if (!rt->heap || !rt->arena || !rings) {
+    if (!rt->heap || !rt->pool || !rt->free_slot || !rt->arena || !rings) {
         sim_rt_free(rt);
         return KV_ENOMEM;
     }
@@ -269,6 +286,8 @@ kv_status sim_rt_new(const kv_env *env, const sim_rt_cfg *cfg, sim_choice *choic
 void sim_rt_free(sim_rt *rt) {
     if (!rt) return;
     for (uint32_t i = 0; i < SIM_ACTORS_MAX; i++) kv_release(rt->env, rt->actors[i].ring);
+    kv_release(rt->env, rt->free_slot);
+    kv_release(rt->env, rt->pool);
     kv_release(rt->env, rt->heap);
     kv_release(rt->env, rt->arena);
     kv_release(rt->env, rt);
@@ -288,6 +307,7 @@ void sim_rt_reset(sim_rt *rt, sim_choice *choice) {
     rt->n_actors = 0; /* rings stay allocated; spawn sets each one's bound */
     memset(rt->pair_last_ns, 0, sizeof rt->pair_last_ns);
     rt->n_events = 0;
+    rt->n_free = rt->slots_used = 0;
     rt->seq = 0;
     rt->arena_used = 0;
     memset(rt->free_head, 0, sizeof rt->free_head);
@@ -307,10 +327,10 @@ uint64_t sim_rt_next_event(const sim_rt *rt) {
 
 void sim_rt_deliver_due(sim_rt *rt) {
     while (rt->n_events && rt->heap[0].at_ns <= rt->now_ns) {
-        sim_event ev = heap_pop(rt);
-        bool inl = ev.len <= EV_INLINE_BYTES;
-        mbox_push(rt, ev.to, ev.kind, ev.src, inl ? ev.inline_payload : rt->arena + ev.off, ev.len);
-        if (!inl) payload_free(rt, ev.off, ev.len);
+        const sim_event *ev = heap_pop(rt); /* its slot is free again: read it before any push */
+        bool inl = ev->len <= EV_INLINE_BYTES;
+        mbox_push(rt, ev->to, ev->kind, ev->src, inl ? ev->inline_payload : rt->arena + ev->off, ev->len);
+        if (!inl) payload_free(rt, ev->off, ev->len);
     }
 }
 
