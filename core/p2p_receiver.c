@@ -82,8 +82,8 @@ struct kv_p2p_receiver {
     rcv_agent agent[KV_ENGINES_MAX];
     uint32_t *staged;       /* [n_req] */
     uint32_t n_staged;
-    kv_wire_msg msg;        /* scratch for encode/decode */
-    uint8_t buf[KV_WIRE_MAX];
+    kv_wire_msg *msg;       /* scratch (env): encode and decode */
+    uint8_t *buf;           /* scratch (env): KV_WIRE_MAX bytes */
 };
 
 #define RCV_ENV(r) ((r)->w->env)
@@ -170,8 +170,8 @@ static void arm_timer(kv_p2p_receiver *r, uint32_t slot, uint32_t ti) {
 
 static kv_status send_meta(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
     kv_worker *w = r->w;
-    kv_wire_xfer_meta *m = &r->msg.u.meta;
-    kv_wire_msg_reset(&r->msg, KV_WIRE_XFER_META);
+    kv_wire_xfer_meta *m = &r->msg->u.meta;
+    kv_wire_msg_reset(r->msg, KV_WIRE_XFER_META);
     m->d_engine = w->cfg.index;
     m->d_tp_size = w->cfg.tp;
     m->d_tp_rank = w->rank;
@@ -187,7 +187,7 @@ static kv_status send_meta(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
                                          .blocks = q->m.blocks};
     }
     size_t len = 0;
-    kv_status st = kv_wire_encode(&r->msg, r->buf, sizeof r->buf, &len);
+    kv_status st = kv_wire_encode(r->msg, r->buf, KV_WIRE_MAX, &len);
     if (st == KV_OK) st = kvt_connect(w->t, r->ep, &r->agent[b->engine].addr[t->p_rank], &t->peer);
     if (st == KV_OK) st = kvt_send_ctrl(w->t, r->ep, t->peer, r->buf, (uint32_t)len);
     kv_logf(RCV_ENV(r), KV_LOG_INFO, "receiver: pull batch %u to P%u rank %u: %u requests (%s)", b->id, b->engine,
@@ -367,11 +367,11 @@ static void on_event(kv_p2p_receiver *r, const kv_msg *m) {
     }
     if (ev->kind != KVT_EV_CTRL) return;
     const uint8_t *bytes = (const uint8_t *)m->payload + sizeof *ev;
-    if (kv_wire_decode(bytes, ev->len, &r->msg) != KV_OK || r->msg.type != KV_WIRE_XFER_RESP) {
+    if (kv_wire_decode(bytes, ev->len, r->msg) != KV_OK || r->msg->type != KV_WIRE_XFER_RESP) {
         kv_logf(RCV_ENV(r), KV_LOG_WARN, "receiver: malformed control message dropped");
         return;
     }
-    on_resp(r, &r->msg.u.resp);
+    on_resp(r, &r->msg->u.resp);
 }
 
 static void recv_handle(void *self, const kv_msg *m) {
@@ -394,7 +394,9 @@ kv_status kv_p2p_receiver_new(kv_worker *w, kv_p2p_receiver **out, uint32_t *out
     r->n_req = 2u * w->cfg.reqs_max < RCV_REQS_MAX ? 2u * w->cfg.reqs_max : RCV_REQS_MAX;
     r->req = kv_alloc(w->env, r->n_req * sizeof r->req[0]);
     r->staged = kv_alloc(w->env, r->n_req * sizeof r->staged[0]);
-    kv_status st = r->req && r->staged ? KV_OK : KV_ENOMEM;
+    r->msg = kv_alloc_scratch(w->env, sizeof *r->msg);
+    r->buf = kv_alloc_scratch(w->env, KV_WIRE_MAX);
+    kv_status st = r->req && r->staged && r->msg && r->buf ? KV_OK : KV_ENOMEM;
     if (st == KV_OK) st = kv_worker_spawn(w, "recv", recv_handle, r, 1u << 18, &r->actor);
     if (st == KV_OK) st = kvt_ep_open(w->t, r->actor, &r->ep, &r->addr);
     if (st != KV_OK) {
@@ -409,6 +411,8 @@ kv_status kv_p2p_receiver_new(kv_worker *w, kv_p2p_receiver **out, uint32_t *out
 
 void kv_p2p_receiver_free(kv_p2p_receiver *r) {
     if (!r) return;
+    kv_release(r->w->env, r->buf);
+    kv_release(r->w->env, r->msg);
     kv_release(r->w->env, r->staged);
     kv_release(r->w->env, r->req);
     kv_release(r->w->env, r);

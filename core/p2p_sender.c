@@ -96,8 +96,8 @@ struct kv_p2p_sender {
     bool *preq_used;       /* [n_preqs] */
     uint32_t fault_exception, fault_err_req, fault_drop_resp; /* armed counts */
     uint32_t next_timer;   /* timer ids never repeat, even across slot reuse */
-    kv_wire_msg msg;       /* scratch: decode and encode */
-    kv_wire_xfer_meta pull_in; /* the pull being handled (msg is reused to respond) */
+    kv_wire_msg *in;       /* scratch (env): the pull being handled, decoded */
+    kv_wire_msg *out;      /* scratch (env): the response being encoded */
     kvt_write writes[KVT_BATCH_WRITES_MAX];
     uint8_t buf[SND_RESP_MAX]; /* encodes responses only (they are small) */
 };
@@ -134,8 +134,8 @@ static void finished_sending(kv_p2p_sender *s, snd_entry *e) {
 }
 
 static void respond(kv_p2p_sender *s, snd_pull *p, uint32_t status, const char *msg) {
-    kv_wire_xfer_resp *r = &s->msg.u.resp;
-    s->msg.type = KV_WIRE_XFER_RESP;
+    kv_wire_xfer_resp *r = &s->out->u.resp;
+    s->out->type = KV_WIRE_XFER_RESP;
     memset(r, 0, sizeof *r);
     r->status = status;
     r->batch = p->batch;
@@ -156,7 +156,7 @@ static void respond(kv_p2p_sender *s, snd_pull *p, uint32_t status, const char *
     kv_logf(SND_ENV(s), KV_LOG_INFO, "sender: respond batch %u status %u ok %u err %u%s", p->batch, status,
             r->n_ok, r->n_err, p->dead ? " (peer gone)" : "");
     size_t len = 0;
-    if (!p->dead && kv_wire_encode(&s->msg, s->buf, sizeof s->buf, &len) == KV_OK)
+    if (!p->dead && kv_wire_encode(s->out, s->buf, sizeof s->buf, &len) == KV_OK)
         kvt_send_ctrl(s->w->t, s->ep, p->ctrl_peer, s->buf, (uint32_t)len);
 }
 
@@ -486,12 +486,11 @@ static void on_event(kv_p2p_sender *s, const kv_msg *m) {
     case KVT_EV_CTRL: break;
     }
     const uint8_t *bytes = (const uint8_t *)m->payload + sizeof *ev;
-    if (kv_wire_decode(bytes, ev->len, &s->msg) != KV_OK || s->msg.type != KV_WIRE_XFER_META) {
+    if (kv_wire_decode(bytes, ev->len, s->in) != KV_OK || s->in->type != KV_WIRE_XFER_META) {
         whole_error(s, ev->peer, 0, "malformed pull request");
         return;
     }
-    s->pull_in = s->msg.u.meta;
-    on_pull(s, ev->peer, &s->pull_in);
+    on_pull(s, ev->peer, &s->in->u.meta);
 }
 
 static void on_fault(kv_p2p_sender *s, const kv_m_fault *f) {
@@ -530,7 +529,9 @@ kv_status kv_p2p_sender_new(kv_worker *w, kv_p2p_sender **out, uint32_t *out_act
     s->entry = kv_alloc(w->env, s->n_entries * sizeof s->entry[0]);
     s->preq = kv_alloc(w->env, s->n_preqs * sizeof s->preq[0]);
     s->preq_used = kv_alloc(w->env, s->n_preqs * sizeof s->preq_used[0]);
-    kv_status st = s->entry && s->preq && s->preq_used ? KV_OK : KV_ENOMEM;
+    s->in = kv_alloc_scratch(w->env, sizeof *s->in);
+    s->out = kv_alloc_scratch(w->env, sizeof *s->out);
+    kv_status st = s->entry && s->preq && s->preq_used && s->in && s->out ? KV_OK : KV_ENOMEM;
     if (st == KV_OK) st = kv_worker_spawn(w, "send", send_handle, s, 1u << 18, &s->actor);
     if (st == KV_OK) st = kvt_ep_open(w->t, s->actor, &s->ep, &s->addr);
     if (st != KV_OK) {
@@ -550,6 +551,8 @@ kv_status kv_p2p_sender_new(kv_worker *w, kv_p2p_sender **out, uint32_t *out_act
 
 void kv_p2p_sender_free(kv_p2p_sender *s) {
     if (!s) return;
+    kv_release(s->w->env, s->out);
+    kv_release(s->w->env, s->in);
     kv_release(s->w->env, s->preq_used);
     kv_release(s->w->env, s->preq);
     kv_release(s->w->env, s->entry);

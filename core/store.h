@@ -179,10 +179,12 @@ typedef struct kv_store_chan {
     uint32_t seq;             /* of the operation in flight (0: none) */
     uint32_t next_seq;
     uint32_t timer_kind;      /* message kind of this actor's timeout */
-    uint8_t buf[KV_STORE_WIRE_MAX];
-    kv_wire_msg msg;          /* scratch: the request being sent, the reply decoded */
+    uint8_t *buf;             /* scratch (env): KV_STORE_WIRE_MAX bytes */
+    kv_wire_msg *msg;         /* scratch (env): the request being sent, the reply decoded */
 } kv_store_chan;
 kv_status kv_store_chan_open(kv_store_chan *c, kv_worker *w, uint32_t actor, uint32_t timer_kind);
+/* Releases the channel's buffers (its owner's free). */
+void kv_store_chan_close(kv_store_chan *c);
 /* Sends c->msg (type set by the caller, seq filled here) and arms the
  * timeout; false when it could not be sent (the operation failed). */
 bool kv_store_chan_send(kv_store_chan *c);

@@ -34,7 +34,18 @@ kv_status kv_store_chan_open(kv_store_chan *c, kv_worker *w, uint32_t actor, uin
     c->peer = KVT_NONE;
     c->next_seq = 1;
     c->timer_kind = timer_kind;
+    c->buf = kv_alloc_scratch(w->env, KV_STORE_WIRE_MAX);
+    c->msg = kv_alloc_scratch(w->env, sizeof *c->msg);
+    if (!c->buf || !c->msg) return KV_ENOMEM;
     return kvt_ep_open(w->t, actor, &c->ep, &c->addr);
+}
+
+void kv_store_chan_close(kv_store_chan *c) {
+    if (!c->w) return;
+    kv_release(c->w->env, c->msg);
+    kv_release(c->w->env, c->buf);
+    c->msg = NULL;
+    c->buf = NULL;
 }
 
 bool kv_store_chan_send(kv_store_chan *c) {
@@ -45,9 +56,9 @@ bool kv_store_chan_send(kv_store_chan *c) {
     }
     c->seq = c->next_seq++;
     if (c->next_seq == 0) c->next_seq = 1;
-    c->msg.u.store.seq = c->seq;
+    c->msg->u.store.seq = c->seq;
     size_t len = 0;
-    if (kv_wire_encode(&c->msg, c->buf, sizeof c->buf, &len) != KV_OK ||
+    if (kv_wire_encode(c->msg, c->buf, KV_STORE_WIRE_MAX, &len) != KV_OK ||
         kvt_send_ctrl(w->t, c->ep, c->peer, c->buf, (uint32_t)len) != KV_OK) {
         c->seq = 0;
         return false;
@@ -60,11 +71,11 @@ bool kv_store_chan_reply(kv_store_chan *c, const kv_msg *m) {
     const kvt_event *ev = m->payload;
     if (m->len < sizeof *ev || ev->kind != KVT_EV_CTRL || !c->seq) return false;
     const uint8_t *bytes = (const uint8_t *)m->payload + sizeof *ev;
-    if (kv_wire_decode(bytes, ev->len, &c->msg) != KV_OK) {
+    if (kv_wire_decode(bytes, ev->len, c->msg) != KV_OK) {
         kv_logf(c->w->env, KV_LOG_WARN, "store client: malformed reply dropped");
         return false;
     }
-    if (c->msg.u.store.seq != c->seq) return false; /* a late reply of a timed-out operation */
+    if (c->msg->u.store.seq != c->seq) return false; /* a late reply of a timed-out operation */
     c->seq = 0;
     return true;
 }

@@ -52,8 +52,8 @@ static void start_next(kv_store_lookup *l) {
             pop(l);
             continue;
         }
-        kv_wire_store *m = &l->chan.msg.u.store;
-        kv_wire_msg_reset(&l->chan.msg, KV_WIRE_STORE_EXIST);
+        kv_wire_store *m = &l->chan.msg->u.store;
+        kv_wire_msg_reset(l->chan.msg, KV_WIRE_STORE_EXIST);
         uint64_t hash[KV_REQ_BLOCKS_MAX];
         kv_digest_memo dm;
         kv_digest_memo_init(&dm, &q->tokens, cfg->block_size, 0);
@@ -91,11 +91,11 @@ static uint32_t best_hit(const kv_store_lookup *l, const kv_wire_store *m) {
 
 static void on_event(kv_store_lookup *l, const kv_msg *m) {
     if (!l->busy || !kv_store_chan_reply(&l->chan, m)) return;
-    if (l->chan.msg.type != KV_WIRE_STORE_EXIST_REPLY) {
-        kv_logf(l->w->env, KV_LOG_WARN, "store lookup: unexpected reply type %u", l->chan.msg.type);
+    if (l->chan.msg->type != KV_WIRE_STORE_EXIST_REPLY) {
+        kv_logf(l->w->env, KV_LOG_WARN, "store lookup: unexpected reply type %u", l->chan.msg->type);
         reply(l, current(l), 0);
     } else {
-        reply(l, current(l), best_hit(l, &l->chan.msg.u.store) * l->w->cfg.block_size);
+        reply(l, current(l), best_hit(l, &l->chan.msg->u.store) * l->w->cfg.block_size);
     }
     pop(l);
     start_next(l);
@@ -133,6 +133,7 @@ kv_status kv_store_lookup_new(kv_worker *w, kv_store_lookup **out, uint32_t *out
     kv_status st = kv_worker_spawn(w, "slookup", lookup_handle, l, 1u << 16, &actor);
     if (st == KV_OK) st = kv_store_chan_open(&l->chan, w, actor, KV_M_STORE_LOOKUP_TIMEOUT);
     if (st != KV_OK) {
+        kv_store_chan_close(&l->chan);
         kv_release(w->env, l);
         return st;
     }
@@ -143,5 +144,7 @@ kv_status kv_store_lookup_new(kv_worker *w, kv_store_lookup **out, uint32_t *out
 }
 
 void kv_store_lookup_free(kv_store_lookup *l) {
-    if (l) kv_release(l->w->env, l);
+    if (!l) return;
+    kv_store_chan_close(&l->chan);
+    kv_release(l->w->env, l);
 }

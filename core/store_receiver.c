@@ -58,8 +58,8 @@ static void job_done(kv_store_receiver *r) {
 /* GET the next batch; false when nothing is left or it could not be sent. */
 static bool get_batch(kv_store_receiver *r) {
     if (r->next >= r->n_items) return false;
-    kv_wire_store *m = &r->chan.msg.u.store;
-    kv_wire_msg_reset(&r->chan.msg, KV_WIRE_STORE_GET);
+    kv_wire_store *m = &r->chan.msg->u.store;
+    kv_wire_msg_reset(r->chan.msg, KV_WIRE_STORE_GET);
     m->block_bytes = r->w->block_bytes;
     r->batch_n = r->n_items - r->next < KV_STORE_BATCH_MAX ? r->n_items - r->next : KV_STORE_BATCH_MAX;
     for (uint32_t i = 0; i < r->batch_n; i++)
@@ -148,7 +148,7 @@ static void recv_handle(void *self, const kv_msg *m) {
         break;
     case KVT_MSG_EVENT:
         if (!r->busy || !kv_store_chan_reply(&r->chan, m)) return;
-        if (r->chan.msg.type == KV_WIRE_STORE_GET_REPLY) on_get(r, &r->chan.msg.u.store);
+        if (r->chan.msg->type == KV_WIRE_STORE_GET_REPLY) on_get(r, &r->chan.msg->u.store);
         else end_batch(r, true);
         start_next(r);
         break;
@@ -165,6 +165,7 @@ kv_status kv_store_receiver_new(kv_worker *w, kv_store_receiver **out, uint32_t 
     kv_status st = kv_worker_spawn(w, "srecv", recv_handle, r, 1u << 18, &actor);
     if (st == KV_OK) st = kv_store_chan_open(&r->chan, w, actor, KV_M_STORE_LOAD_TIMEOUT);
     if (st != KV_OK) {
+        kv_store_chan_close(&r->chan);
         kv_release(w->env, r);
         return st;
     }
@@ -175,7 +176,9 @@ kv_status kv_store_receiver_new(kv_worker *w, kv_store_receiver **out, uint32_t 
 }
 
 void kv_store_receiver_free(kv_store_receiver *r) {
-    if (r) kv_release(r->w->env, r);
+    if (!r) return;
+    kv_store_chan_close(&r->chan);
+    kv_release(r->w->env, r);
 }
 
 uint32_t kv_store_receiver_state(const kv_store_receiver *r) { return r->n; }

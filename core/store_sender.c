@@ -75,8 +75,8 @@ static void job_done(kv_store_sender *s, uint32_t saved, int32_t status) {
 
 static void encode_keys(kv_store_sender *s, uint32_t type) {
     const kv_m_store_save *j = current(s);
-    kv_wire_store *m = &s->chan.msg.u.store;
-    kv_wire_msg_reset(&s->chan.msg, type);
+    kv_wire_store *m = &s->chan.msg->u.store;
+    kv_wire_msg_reset(s->chan.msg, type);
     m->block_bytes = s->w->block_bytes;
     for (uint32_t i = 0; i < s->n_keep; i++) {
         const kv_store_snap *e = &j->e[s->keep[i]];
@@ -143,9 +143,9 @@ static void on_put(kv_store_sender *s, const kv_wire_store *m) {
 
 static void on_event(kv_store_sender *s, const kv_msg *m) {
     if (!s->busy || !kv_store_chan_reply(&s->chan, m)) return;
-    switch (s->chan.msg.type) {
-    case KV_WIRE_STORE_EXIST_REPLY: on_exist(s, &s->chan.msg.u.store); break;
-    case KV_WIRE_STORE_PUT_REPLY: on_put(s, &s->chan.msg.u.store); break;
+    switch (s->chan.msg->type) {
+    case KV_WIRE_STORE_EXIST_REPLY: on_exist(s, &s->chan.msg->u.store); break;
+    case KV_WIRE_STORE_PUT_REPLY: on_put(s, &s->chan.msg->u.store); break;
     default: job_done(s, 0, KV_STORE_FAILED); break;
     }
     start_next(s);
@@ -194,6 +194,7 @@ kv_status kv_store_sender_new(kv_worker *w, kv_store_sender **out, uint32_t *out
     kv_status st = kv_worker_spawn(w, "ssend", send_handle, s, 1u << 19, &actor);
     if (st == KV_OK) st = kv_store_chan_open(&s->chan, w, actor, KV_M_STORE_SAVE_TIMEOUT);
     if (st != KV_OK) {
+        kv_store_chan_close(&s->chan);
         kv_release(w->env, s);
         return st;
     }
@@ -204,7 +205,9 @@ kv_status kv_store_sender_new(kv_worker *w, kv_store_sender **out, uint32_t *out
 }
 
 void kv_store_sender_free(kv_store_sender *s) {
-    if (s) kv_release(s->w->env, s);
+    if (!s) return;
+    kv_store_chan_close(&s->chan);
+    kv_release(s->w->env, s);
 }
 
 uint32_t kv_store_sender_state(const kv_store_sender *s) {

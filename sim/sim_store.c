@@ -38,8 +38,8 @@ struct sim_store {
     uint32_t lru_head, lru_tail; /* least and most recently used */
     uint32_t put_fail, get_fail, pressure; /* armed fault counts */
     sim_store_stats stats;
-    kv_wire_msg msg;
-    uint8_t buf[KV_WIRE_MAX];
+    kv_wire_msg *msg;         /* scratch (env) */
+    uint8_t *buf;             /* scratch (env): KV_WIRE_MAX bytes */
 };
 
 static uint32_t key_hash(const sim_store *s, kv_store_key k) {
@@ -126,20 +126,20 @@ static void put_key(sim_store *s, kv_store_key k, const uint8_t *bytes, uint32_t
 
 static void reply(sim_store *s, kvt_peer peer) {
     size_t len = 0;
-    if (kv_wire_encode(&s->msg, s->buf, sizeof s->buf, &len) == KV_OK) kvt_send_ctrl(s->t, s->ep, peer, s->buf, (uint32_t)len);
+    if (kv_wire_encode(s->msg, s->buf, KV_WIRE_MAX, &len) == KV_OK) kvt_send_ctrl(s->t, s->ep, peer, s->buf, (uint32_t)len);
 }
 
 static void on_request(sim_store *s, kvt_peer peer, const uint8_t *bytes, uint32_t len) {
-    if (kv_wire_decode(bytes, len, &s->msg) != KV_OK) {
+    if (kv_wire_decode(bytes, len, s->msg) != KV_OK) {
         kv_logf(s->env, KV_LOG_WARN, "store: malformed request dropped");
         return;
     }
-    kv_wire_store *m = &s->msg.u.store;
-    switch ((kv_wire_type)s->msg.type) {
+    kv_wire_store *m = &s->msg->u.store;
+    switch ((kv_wire_type)s->msg->type) {
     case KV_WIRE_STORE_EXIST:
         s->stats.exists++;
         for (uint32_t i = 0; i < m->n; i++) m->flag[i] = lookup(s, m->key[i]) ? 1 : 0;
-        s->msg.type = KV_WIRE_STORE_EXIST_REPLY;
+        s->msg->type = KV_WIRE_STORE_EXIST_REPLY;
         break;
     case KV_WIRE_STORE_PUT: {
         s->stats.puts++;
@@ -158,14 +158,14 @@ static void on_request(sim_store *s, kvt_peer peer, const uint8_t *bytes, uint32
         }
         uint32_t seq = m->seq;
         int32_t status = m->status;
-        kv_wire_msg_reset(&s->msg, KV_WIRE_STORE_PUT_REPLY);
+        kv_wire_msg_reset(s->msg, KV_WIRE_STORE_PUT_REPLY);
         m->seq = seq;
         m->status = status;
         break;
     }
     case KV_WIRE_STORE_GET: {
         s->stats.gets++;
-        s->msg.type = KV_WIRE_STORE_GET_REPLY;
+        s->msg->type = KV_WIRE_STORE_GET_REPLY;
         if (s->get_fail || m->block_bytes > KV_STORE_SNAP_BYTES) {
             if (s->get_fail) s->get_fail--;
             s->stats.failures++;
@@ -197,7 +197,7 @@ static void on_request(sim_store *s, kvt_peer peer, const uint8_t *bytes, uint32
     case KV_WIRE_STORE_EXIST_REPLY:
     case KV_WIRE_STORE_PUT_REPLY:
     case KV_WIRE_STORE_GET_REPLY:
-        kv_logf(s->env, KV_LOG_WARN, "store: unexpected message type %u", s->msg.type);
+        kv_logf(s->env, KV_LOG_WARN, "store: unexpected message type %u", s->msg->type);
         return;
     }
     reply(s, peer);
@@ -235,7 +235,7 @@ kv_status sim_store_new(const kv_env *env, kv_rt *rt, kvt *t, uint32_t node, uin
     if (!capacity || capacity > SIM_STORE_CAPACITY_MAX) return KV_EINVAL;
     sim_store *s = kv_alloc(env, sizeof *s);
     if (!s) return KV_ENOMEM;
-    memset(s, 0, offsetof(sim_store, msg));
+    memset(s, 0, sizeof *s);
     s->env = env;
     s->rt = rt;
     s->t = t;
@@ -245,7 +245,9 @@ kv_status sim_store_new(const kv_env *env, kv_rt *rt, kvt *t, uint32_t node, uin
     s->entry = kv_alloc(env, (size_t)capacity * sizeof *s->entry);
     s->index = kv_alloc(env, (size_t)s->index_size * sizeof *s->index);
     s->free_slot = kv_alloc(env, (size_t)capacity * sizeof *s->free_slot);
-    if (!s->entry || !s->index || !s->free_slot) return KV_ENOMEM;
+    s->msg = kv_alloc_scratch(env, sizeof *s->msg);
+    s->buf = kv_alloc_scratch(env, KV_WIRE_MAX);
+    if (!s->entry || !s->index || !s->free_slot || !s->msg || !s->buf) return KV_ENOMEM;
     for (uint32_t i = 0; i < capacity; i++) s->free_slot[i] = capacity - 1 - i; /* entry 0 first */
     s->n_free = capacity;
     s->lru_head = s->lru_tail = NO_SLOT;
@@ -259,6 +261,8 @@ kv_status sim_store_new(const kv_env *env, kv_rt *rt, kvt *t, uint32_t node, uin
 
 void sim_store_free(sim_store *s) {
     if (!s) return;
+    kv_release(s->env, s->buf);
+    kv_release(s->env, s->msg);
     kv_release(s->env, s->free_slot);
     kv_release(s->env, s->index);
     kv_release(s->env, s->entry);

@@ -26,6 +26,8 @@ struct sim_world {
     kv_env penv;         /* persistent: runtime and network */
     uint8_t *arena;
     size_t arena_used;
+    bool poison;         /* fill scratch with a per-run byte (tests) */
+    uint64_t runs;
     sim_choice choice;
     sim_rt *rt;
     sim_net *net;
@@ -53,12 +55,27 @@ struct sim_world {
 /* ---- env ------------------------------------------------------------------ */
 
 static uint64_t w_now(void *ctx) { return sim_rt_now(((sim_world *)ctx)->rt); }
-static void *w_alloc(void *ctx, size_t n) {
-    sim_world *w = ctx;
+/* The arena rewinds per run. Zeroed allocations are cleared when handed
+ * out; scratch (kv_alloc_scratch) is not, so a run pays only for the
+ * memory whose zeroes it relies on. With poisoning on (tests), scratch is
+ * filled with a byte that changes every run: a read before a write would
+ * then change the run. */
+static void *take(sim_world *w, size_t n) {
     size_t need = (n + 63u) & ~(size_t)63u;
     if (w->arena_used + need > ARENA_BYTES) return NULL;
     void *p = w->arena + w->arena_used;
     w->arena_used += need;
+    return p;
+}
+static void *w_alloc(void *ctx, size_t n) {
+    void *p = take(ctx, n);
+    if (p) memset(p, 0, n);
+    return p;
+}
+static void *w_scratch(void *ctx, size_t n) {
+    sim_world *w = ctx;
+    void *p = take(w, n);
+    if (p && w->poison) memset(p, (int)(0x5au ^ (w->runs & 0xffu)) | 1, n);
     return p;
 }
 static void w_release(void *ctx, void *p) { (void)ctx; (void)p; } /* the arena rewinds per run */
@@ -153,15 +170,18 @@ static void w_violation(void *ctx, const kv_violation *v) {
     json_instant(w, kv_inv_name(v->inv), r->detail, r->at_ns);
 }
 
+void sim_world_set_scratch_poison(sim_world *w, bool on) { w->poison = on; }
+
 kv_status sim_world_new(sim_world **out) {
     sim_world *w = calloc(1, sizeof *w);
     if (!w) return KV_ENOMEM;
     w->arena = calloc(1, ARENA_BYTES);
     w->env = (kv_env){.size = sizeof(kv_env), .ctx = w, .now_ns = w_now, .alloc = w_alloc,
                       .release = w_release, .random_u64 = w_rand, .log = w_log,
-                      .violation = w_violation, .current_actor = w_actor};
+                      .violation = w_violation, .current_actor = w_actor, .alloc_scratch = w_scratch};
     w->penv = w->env;
     w->penv.alloc = p_alloc;
+    w->penv.alloc_scratch = NULL; /* calloc'd once, like the rest of the runtime */
     w->penv.release = p_release;
     sim_choice_init(&w->choice, NULL, 0, 1);
     sim_rt_cfg rc = {.events_max = 1u << 16, .arena_bytes = 16u << 20, .lat_min_ns = 20000, .lat_max_ns = 200000};
@@ -531,8 +551,8 @@ static uint64_t min3(uint64_t a, uint64_t b, uint64_t c) { return a < b ? (a < c
 
 kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim_result *out) {
     memset(out, 0, sizeof *out);
-    memset(w->arena, 0, w->arena_used);
     w->arena_used = 0;
+    w->runs++;
     w->cfg = cfg;
     w->res = out;
     w->trace = trace;

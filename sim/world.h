@@ -105,6 +105,10 @@ typedef struct sim_world sim_world;
 
 kv_status sim_world_new(sim_world **out);
 void sim_world_free(sim_world *w);
+/* Tests: fill every scratch allocation (kv_alloc_scratch) with a byte that
+ * changes from run to run, so that core code reading scratch before
+ * writing it changes the run's trace. */
+void sim_world_set_scratch_poison(sim_world *w, bool on);
 /* Runs cfg to quiescence or its liveness bound. trace: optional text trace. */
 kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim_result *out);
 /* Chrome trace-event JSON of the next runs (Perfetto opens it): actors as

@@ -11,6 +11,7 @@
 #define KVCONN_ENV_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -68,10 +69,18 @@ struct kv_env {
     void (*violation)(void *ctx, const kv_violation *v);
     /* The actor now running on this thread (for owner checks). */
     uint32_t (*current_actor)(void *ctx);
+    /* Start-up allocation whose bytes are unspecified: scratch its owner
+     * always writes before it reads (codec messages, encode buffers). May be
+     * NULL (then alloc serves it); the simulator does not zero it per run. */
+    void *(*alloc_scratch)(void *ctx, size_t bytes);
 };
 
 static inline uint64_t kv_now_ns(const kv_env *e) { return e->now_ns(e->ctx); }
 static inline void *kv_alloc(const kv_env *e, size_t n) { return e->alloc(e->ctx, n); }
+static inline void *kv_alloc_scratch(const kv_env *e, size_t n) {
+    bool has = e->size >= offsetof(kv_env, alloc_scratch) + sizeof e->alloc_scratch && e->alloc_scratch;
+    return has ? e->alloc_scratch(e->ctx, n) : e->alloc(e->ctx, n);
+}
 static inline void kv_release(const kv_env *e, void *p) { e->release(e->ctx, p); }
 static inline uint64_t kv_random_u64(const kv_env *e) { return e->random_u64(e->ctx); }
 static inline uint32_t kv_current_actor(const kv_env *e) { return e->current_actor(e->ctx); }
