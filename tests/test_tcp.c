@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -318,6 +319,118 @@ Test(tcp, peer_freed_mid_batch) {
         cr_assert_eq(A.r[i].e.done.status, KV_ECONNRESET);
         cr_assert_eq(A.r[i].e.done.n_ok, 0);
     }
+}
+
+/* ---- entries over KVT_TCP_INLINE_MAX: sent in place from the region -------------- */
+
+#define BIG (64u * 1024u)
+#define BIG_N 64u /* 4 MiB a batch: twice the send ring */
+
+static uint8_t *big_src, *big_dst;
+
+static void big_regions(kvt_region *rs, kvt_region *rd, uint32_t dst_blocks) {
+    big_src = malloc((size_t)BIG_N * BIG);
+    big_dst = malloc((size_t)(dst_blocks + 2u) * BIG);
+    cr_assert(big_src && big_dst);
+    for (uint32_t i = 0; i < BIG_N * BIG; i++) big_src[i] = (uint8_t)(i * 29u + (i >> 16));
+    memset(big_dst, 0xA5, (size_t)(dst_blocks + 2u) * BIG);
+    cr_assert_eq(kvt_reg(A.t, big_src, (uint64_t)BIG_N * BIG, KVT_MEM_HOST, rs), KV_OK);
+    cr_assert_eq(kvt_reg(B.t, big_dst + BIG, (uint64_t)dst_blocks * BIG, KVT_MEM_HOST, rd), KV_OK);
+}
+
+Test(tcp, big_entries_land_in_place_batches_larger_than_the_ring) {
+    kvt_region rs, rd;
+    kvt_peer pb;
+    big_regions(&rs, &rd, BIG_N);
+    cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
+    kvt_write w[BIG_N];
+    for (uint32_t i = 0; i < BIG_N; i++) /* reversed, lengths around the inline and direct-receive limits */
+        w[i] = (kvt_write){.local = rs, .local_off = (uint64_t)i * BIG, .remote = rd,
+                           .remote_off = (uint64_t)(BIG_N - 1 - i) * BIG, .len = BIG - (i % 9) * 7000u};
+    cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, BIG_N, 5, mono() + 5000000000ull), KV_OK);
+    cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, BIG_N, 6, mono() + 5000000000ull), KV_OK); /* 8 MiB queued */
+    cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "after", 5), KV_OK); /* ordered behind the data */
+    PUMP_UNTIL(count(&A, KVT_EV_DONE) == 2 && count(&B, KVT_EV_CTRL) == 1);
+    pump_for_ms(20);
+    cr_assert_eq(count(&A, KVT_EV_DONE), 2);
+    for (uint32_t i = 0; i < A.n; i++)
+        if (A.r[i].e.kind == KVT_EV_DONE) {
+            cr_assert_eq(A.r[i].e.done.status, KV_OK);
+            cr_assert_eq(A.r[i].e.done.n_ok, BIG_N);
+        }
+    for (uint32_t i = 0; i < BIG_N; i++) {
+        const uint8_t *got = big_dst + BIG + (uint64_t)(BIG_N - 1 - i) * BIG;
+        cr_assert(memcmp(got, big_src + (uint64_t)i * BIG, w[i].len) == 0, "entry %u differs", i);
+        for (uint32_t k = w[i].len; k < BIG; k++) cr_assert_eq(got[k], 0xA5, "entry %u overran", i);
+    }
+    for (uint32_t k = 0; k < BIG; k++) {
+        cr_assert_eq(big_dst[k], 0xA5);
+        cr_assert_eq(big_dst[(uint64_t)(BIG_N + 1) * BIG + k], 0xA5);
+    }
+    free(big_src);
+    free(big_dst);
+}
+
+/* B accepts but never reads: 64 MiB cannot all leave A's queue by the
+ * deadline, so the batch completes KV_ETIMEDOUT only after its connection is
+ * failed (no later send reads its source); the batch behind it on the same
+ * connection completes KV_ECONNRESET and the peer goes down. */
+Test(tcp, timeout_with_bytes_queued_fails_the_connection) {
+    kvt_region rs, rd;
+    kvt_peer pb;
+    big_regions(&rs, &rd, BIG_N);
+    cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
+    cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "hi", 2), KV_OK);
+    PUMP_UNTIL(count(&B, KVT_EV_CTRL) == 1); /* accepted; from now on B does not read */
+    B.polling = false;
+    kvt_write w[BIG_N];
+    for (uint32_t i = 0; i < BIG_N; i++)
+        w[i] = (kvt_write){.local = rs, .local_off = (uint64_t)i * BIG, .remote = rd, .remote_off = (uint64_t)i * BIG,
+                           .len = BIG};
+    uint64_t t0 = mono();
+    for (uint32_t k = 0; k < 16; k++) cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, BIG_N, 100 + k, t0 + 100000000ull), KV_OK);
+    cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, 1, 200, 0), KV_OK); /* no deadline of its own */
+    PUMP_UNTIL(count(&A, KVT_EV_DONE) == 17 && count(&A, KVT_EV_PEER_DOWN) == 1);
+    cr_assert_geq(mono() - t0, 100000000ull, "completed before its deadline");
+    uint32_t timed_out = 0, reset = 0;
+    for (uint32_t i = 0; i < A.n; i++) {
+        if (A.r[i].e.kind != KVT_EV_DONE) continue;
+        timed_out += A.r[i].e.done.status == KV_ETIMEDOUT;
+        reset += A.r[i].e.done.status == KV_ECONNRESET;
+        if (A.r[i].e.done.tag == 200) cr_assert_eq(A.r[i].e.done.status, KV_ECONNRESET);
+    }
+    cr_assert_geq(timed_out, 1);
+    cr_assert_eq(timed_out + reset, 17);
+    free(big_src);
+    free(big_dst);
+}
+
+/* Dereg of a region queued data still points into fails the connection
+ * before the caller can reuse the memory (B never reads, so nothing else
+ * could end those sends). */
+Test(tcp, dereg_with_queued_sends_fails_the_connection) {
+    kvt_region rs, rd;
+    kvt_peer pb;
+    big_regions(&rs, &rd, BIG_N);
+    cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
+    cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "hi", 2), KV_OK);
+    PUMP_UNTIL(count(&B, KVT_EV_CTRL) == 1);
+    B.polling = false;
+    kvt_write w[BIG_N];
+    for (uint32_t i = 0; i < BIG_N; i++)
+        w[i] = (kvt_write){.local = rs, .local_off = (uint64_t)i * BIG, .remote = rd, .remote_off = (uint64_t)i * BIG,
+                           .len = BIG};
+    for (uint32_t k = 0; k < 8; k++) cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, BIG_N, k, 0), KV_OK);
+    pump_for_ms(20);
+    cr_assert_eq(count(&A, KVT_EV_DONE), 0);
+    cr_assert_eq(kvt_dereg(A.t, rs), KV_OK);
+    /* the memory is still mapped: only the dereg can have ended the sends */
+    PUMP_UNTIL(count(&A, KVT_EV_DONE) == 8 && count(&A, KVT_EV_PEER_DOWN) == 1);
+    for (uint32_t i = 0; i < A.n; i++)
+        if (A.r[i].e.kind == KVT_EV_DONE) cr_assert_eq(A.r[i].e.done.status, KV_ECONNRESET);
+    free(big_src); /* the caller may reuse it now; nothing reads it again (ASan build) */
+    pump_for_ms(10);
+    free(big_dst);
 }
 
 /* ---- a raw malicious client --------------------------------------------------- */

@@ -12,7 +12,7 @@ done
 for b in build-rdma build-cuda; do
   [ -d "$b" ] || continue
   echo "== ctest in $b (rdma/cuda suites)"
-  if (cd "$b" && ctest --output-on-failure -R 'test_(rdma_fake|cuda_hbm)'); then pass=$((pass+1)); else fail=$((fail+1)); fi
+  if (cd "$b" && ctest --output-on-failure -R 'test_(rdma_fake|rdma_kvt|cuda_hbm)'); then pass=$((pass+1)); else fail=$((fail+1)); fi
 done
 # The threaded TCP path under TSan: three kvnode processes (Criterion cannot
 # run under TSan; a report makes a process exit 66 and the script fail).

@@ -74,7 +74,7 @@ j=$tmp/clean.json
 [ "$(jget "$j" "d['ok']")" = "$N" ] || fail "clean: $(jget "$j" "d['ok']") of $N ok"
 [ "$(jget "$j" "d['engines'][1]['load_errors']")" = 0 ] || fail "clean: D load errors"
 # every block D received was checked: blocks = sum over requests of cdiv(prompt, 16)
-[ "$(jget "$j" "d['engines'][1]['verified_blocks'] * 4096 >= d['kv_bytes']")" = True ] ||
+[ "$(jget "$j" "d['block_bytes'] > 0 and d['engines'][1]['verified_blocks'] * d['block_bytes'] >= d['kv_bytes']")" = True ] ||
   fail "clean: D verified $(jget "$j" "d['engines'][1]['verified_blocks']") blocks for $(jget "$j" "d['kv_bytes']") bytes"
 check_clean clean 0; check_clean clean 1
 echo "  $N requests, 3 processes: all ok, $(jget "$j" "d['engines'][1]['verified_blocks']") blocks verified, pools clean ($(jget "$j" "d['req_per_s']") req/s, p99 $(jget "$j" "d['p99_ms']") ms)"

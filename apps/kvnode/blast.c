@@ -2,7 +2,11 @@
  * bandwidth of this machine, for the benchmark's baseline. One thread
  * writes --blast-mb MiB in 1 MiB send() calls into a connected loopback
  * socket, another reads it; prints bytes/s. No framing, no copies beyond
- * the kernel's: an upper bound for any protocol over the same sockets. */
+ * the kernel's: an upper bound for any protocol over the same sockets.
+ * By default both sides use one 1 MiB buffer (cache-resident: the best
+ * case); --blast-buf-mb N makes each side cycle through N MiB, so the
+ * kernel copies from and to memory that is not in cache, as it does for
+ * a block pool. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -16,14 +20,16 @@
 
 #define CHUNK (1u << 20)
 
-typedef struct blast { int fd; uint64_t bytes; } blast;
+typedef struct blast { int fd; uint64_t bytes, buf_len; } blast;
 
 static void *reader(void *arg) {
     blast *b = arg;
-    uint8_t *buf = malloc(CHUNK);
+    uint8_t *buf = calloc(1, b->buf_len);
     uint64_t got = 0;
     while (buf && got < b->bytes) {
-        ssize_t n = recv(b->fd, buf, CHUNK, 0);
+        uint64_t pos = got % b->buf_len;
+        size_t want = b->buf_len - pos < CHUNK ? (size_t)(b->buf_len - pos) : CHUNK;
+        ssize_t n = recv(b->fd, buf + pos, want, 0);
         if (n <= 0) break;
         got += (uint64_t)n;
     }
@@ -49,20 +55,26 @@ int kvn_run_blast(const kvn_opts *o) {
         return 1;
     }
     int af = accept(lf, NULL, NULL);
-    blast b = {.fd = af, .bytes = total};
+    uint64_t buf_len = (uint64_t)(o->blast_buf_mb > 1 ? o->blast_buf_mb : 1) << 20;
+    blast b = {.fd = af, .bytes = total, .buf_len = buf_len};
     pthread_t th;
-    uint8_t *buf = calloc(1, CHUNK);
-    if (af < 0 || !buf || pthread_create(&th, NULL, reader, &b) != 0) return 1;
+    uint8_t *buf = calloc(1, buf_len);
+    if (af < 0 || !buf) return 1;
+    for (uint64_t i = 0; i < buf_len; i += 4096) buf[i] = (uint8_t)i; /* fault it in before the clock starts */
+    if (pthread_create(&th, NULL, reader, &b) != 0) return 1;
     uint64_t t0 = kvp_mono_ns(), sent = 0;
     while (sent < total) {
+        uint64_t pos = sent % buf_len;
         size_t want = total - sent < CHUNK ? (size_t)(total - sent) : CHUNK;
-        ssize_t n = send(cf, buf, want, MSG_NOSIGNAL);
+        if (want > buf_len - pos) want = (size_t)(buf_len - pos);
+        ssize_t n = send(cf, buf + pos, want, MSG_NOSIGNAL);
         if (n <= 0) break;
         sent += (uint64_t)n;
     }
     pthread_join(th, NULL);
     double s = (double)(kvp_mono_ns() - t0) / 1e9;
-    printf("raw loopback TCP: %.3f GB in %.3f s = %.3f GB/s\n", (double)b.bytes / 1e9, s, (double)b.bytes / 1e9 / s);
+    printf("raw loopback TCP (%llu MiB buffers): %.3f GB in %.3f s = %.3f GB/s\n", (unsigned long long)(buf_len >> 20),
+           (double)b.bytes / 1e9, s, (double)b.bytes / 1e9 / s);
     if (o->json) {
         FILE *f = fopen(o->json, "w");
         if (f) {
@@ -79,19 +91,21 @@ int kvn_run_blast(const kvn_opts *o) {
 }
 
 /* ---- `kvnode --role kvt-blast`: the same transport path P2P uses ------------------ */
-/* P's side: a sender actor submits 64-entry WRITE batches of 4 KiB blocks
- * (what the P2P sender submits) through the locked TCP kvt and its progress
- * thread to D's side (a second kvt with its own progress thread) over
- * loopback, keeping up to 8 batches in flight; D's region is 16 MiB. No
- * fill, no verify: the transport's ceiling on this machine. */
+/* P's side: a sender actor submits 64-entry WRITE batches of one block per
+ * entry (what the P2P sender submits; a block is --head-bytes x KV_HEADS,
+ * kvnode's block) through the locked TCP kvt and its progress thread to
+ * D's side (a second kvt with its own progress thread) over loopback,
+ * keeping up to 8 batches in flight; each side's region holds 256 blocks
+ * (at least 16 MiB). No fill, no verify: the transport's ceiling on this
+ * machine. */
 #include <stdatomic.h>
 
 #include "transport/posix/net.h"
 #include "transport/tcp/tcp.h"
 
+#include "core/kv_data.h"
+
 #define KB_ENTRIES 64u
-#define KB_BLOCK 4096u
-#define KB_REGION (16u << 20)
 #define KB_INFLIGHT 8u
 
 typedef struct kb_side {
@@ -110,6 +124,8 @@ typedef struct kb_run {
     kvt_peer peer;
     uint64_t batches_total, submitted, done, failed;
     uint64_t next_block;
+    uint32_t block;        /* bytes per entry */
+    uint64_t region_len;
     _Atomic bool finished;
 } kb_run;
 
@@ -117,9 +133,9 @@ static void kb_submit_more(kb_run *r) {
     while (r->submitted < r->batches_total && r->submitted - r->done < KB_INFLIGHT) {
         kvt_write w[KB_ENTRIES];
         for (uint32_t i = 0; i < KB_ENTRIES; i++) {
-            uint64_t b = r->next_block++ % (KB_REGION / KB_BLOCK);
-            w[i] = (kvt_write){.local = r->p.region, .local_off = b * KB_BLOCK, .remote = r->d.region,
-                               .remote_off = b * KB_BLOCK, .len = KB_BLOCK};
+            uint64_t b = r->next_block++ % (r->region_len / r->block);
+            w[i] = (kvt_write){.local = r->p.region, .local_off = b * r->block, .remote = r->d.region,
+                               .remote_off = b * r->block, .len = r->block};
         }
         if (kvt_submit(r->p.t, r->p.ep, r->peer, w, KB_ENTRIES, r->submitted, 0) != KV_OK) {
             r->failed++;
@@ -154,12 +170,12 @@ static kv_status kb_side_new(kvp_env *pe, kb_run *r, kb_side *s, const char *hos
     kvp_net_cfg nc = {.inner = inner, .rt = r->rt, .event_data = kvt_tcp_event_data, .pollfds = kvt_tcp_pollfds};
     if ((st = kvp_net_new(&pe->env, &nc, &s->net)) != KV_OK) return st;
     s->t = kvp_net_kvt(s->net);
-    s->mem = calloc(1, KB_REGION);
+    s->mem = calloc(1, r->region_len);
     if (!s->mem) return KV_ENOMEM;
-    for (uint32_t i = 0; i < KB_REGION; i += 64) s->mem[i] = (uint8_t)i;
+    for (uint64_t i = 0; i < r->region_len; i += 64) s->mem[i] = (uint8_t)i;
     st = kv_rt_spawn(kvp_rt_iface(r->rt), name, 0, fn, r, 1u << 18, &s->actor);
     if (st == KV_OK) st = kvt_ep_open(s->t, s->actor, &s->ep, &s->addr);
-    if (st == KV_OK) st = kvt_reg(s->t, s->mem, KB_REGION, KVT_MEM_HOST, &s->region);
+    if (st == KV_OK) st = kvt_reg(s->t, s->mem, r->region_len, KVT_MEM_HOST, &s->region);
     return st;
 }
 
@@ -171,7 +187,14 @@ int kvn_run_kvt_blast(const kvn_opts *o) {
     kvp_rt_cfg rc = {.proc = 0, .abi = kvn_abi()};
     if (kvp_rt_new(&pe.env, &rc, &r.rt) != KV_OK) return 1;
     uint64_t total = (uint64_t)(o->blast_mb ? o->blast_mb : 4096) << 20;
-    r.batches_total = total / ((uint64_t)KB_ENTRIES * KB_BLOCK);
+    r.block = o->head_bytes * KV_HEADS;
+    if (!r.block || r.block > KVT_TCP_ENTRY_MAX) {
+        fprintf(stderr, "kvt-blast: a block (--head-bytes x %u) must be 1..%u bytes\n", KV_HEADS, KVT_TCP_ENTRY_MAX);
+        return 2;
+    }
+    r.region_len = (uint64_t)r.block * 256u < (16u << 20) ? (16u << 20) / r.block * r.block : (uint64_t)r.block * 256u;
+    r.batches_total = total / ((uint64_t)KB_ENTRIES * r.block);
+    if (!r.batches_total) r.batches_total = 1;
     atomic_init(&r.finished, false);
     kv_status st = kb_side_new(&pe, &r, &r.p, o->host, "P.send", kb_sender);
     if (st == KV_OK) st = kb_side_new(&pe, &r, &r.d, o->host, "D.sink", kb_sink);
@@ -193,15 +216,15 @@ int kvn_run_kvt_blast(const kvn_opts *o) {
     kvp_net_stop(r.p.net);
     kvp_net_stop(r.d.net);
     kvp_rt_stop(r.rt);
-    double bytes = (double)r.done * KB_ENTRIES * KB_BLOCK;
+    double bytes = (double)r.done * KB_ENTRIES * r.block;
     printf("kvt (tcp + progress threads): %.3f GB in %.3f s = %.3f GB/s (%llu batches of %u x %u B, %llu failed)\n",
-           bytes / 1e9, s, bytes / 1e9 / s, (unsigned long long)r.done, KB_ENTRIES, KB_BLOCK,
+           bytes / 1e9, s, bytes / 1e9 / s, (unsigned long long)r.done, KB_ENTRIES, r.block,
            (unsigned long long)r.failed);
     if (o->json) {
         FILE *f = fopen(o->json, "w");
         if (f) {
-            fprintf(f, "{\"kvt_bytes\": %.0f, \"kvt_s\": %.4f, \"kvt_gbps\": %.4f, \"failed\": %llu}\n", bytes, s,
-                    bytes / 1e9 / s, (unsigned long long)r.failed);
+            fprintf(f, "{\"kvt_bytes\": %.0f, \"kvt_s\": %.4f, \"kvt_gbps\": %.4f, \"block_bytes\": %u, \"failed\": %llu}\n",
+                    bytes, s, bytes / 1e9 / s, r.block, (unsigned long long)r.failed);
             fclose(f);
         }
     }

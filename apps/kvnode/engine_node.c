@@ -10,6 +10,7 @@
 #include "apps/kvnode/kvnode.h"
 #include "core/worker.h"
 #include "transport/posix/net.h"
+#include "transport/rdma/rdma.h"
 #include "transport/tcp/tcp.h"
 
 #define LOOKUP_NS 30000000000ull
@@ -20,6 +21,10 @@ typedef struct engine_node {
     kvp_net *net;
     kv_engine *eng;
     uint32_t admin;
+#ifdef KVCONN_HAVE_RDMA
+    kvt_rdma_verbs verbs;  /* --transport rdma: the libibverbs binding */
+    bool verbs_open;
+#endif
     _Atomic bool shutdown;
 } engine_node;
 
@@ -85,6 +90,20 @@ static kv_engine_cfg engine_cfg(const kvn_opts *o, uint32_t proxy, uint32_t boot
     return e;
 }
 
+/* Touches every page of the workers' KV pools before any request: the
+ * first transfers then pay no page faults (the env maps big allocations as
+ * huge pages, so this is one fault per 2 MiB where THP is on). */
+static void prefault_pools(kv_engine *e) {
+    for (uint32_t r = 0; r < e->cfg.tp; r++) {
+        kv_worker *w = e->worker[r];
+        for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
+            volatile uint8_t *p = w->kv[g];
+            uint64_t len = (uint64_t)w->capacity * w->block_bytes;
+            for (uint64_t off = 0; p && off < len; off += 4096u) p[off] = 0;
+        }
+    }
+}
+
 static kv_status build(engine_node *n, const kvn_opts *o) {
     kv_rt *rt = kvp_rt_iface(n->rt);
     uint32_t pproc = 0, proxy = 0, boot = 0;
@@ -100,15 +119,35 @@ static kv_status build(engine_node *n, const kvn_opts *o) {
     st = kvt_tcp_new(&n->pe.env, o->host, &inner);
     if (st != KV_OK) return st;
     kvp_net_cfg nc = {.inner = inner, .rt = n->rt, .event_data = kvt_tcp_event_data, .pollfds = kvt_tcp_pollfds};
+#ifdef KVCONN_HAVE_RDMA
+    if (strcmp(o->transport, "rdma") == 0) { /* KV by RDMA WRITE; the TCP kvt carries control and set-up */
+        st = kvt_rdma_ibv_open(&n->pe.env, o->rdma_dev, (uint8_t)o->rdma_port, &n->verbs);
+        kvt *rk = NULL;
+        kvt_rdma_cfg rc = {.ctrl = inner, .verbs = &n->verbs};
+        if (st == KV_OK) {
+            n->verbs_open = true;
+            st = kvt_rdma_new(&n->pe.env, &rc, &rk);
+        }
+        if (st != KV_OK) {
+            kv_logf(&n->pe.env, KV_LOG_ERROR, "rdma: cannot open device %s: %s", o->rdma_dev ? o->rdma_dev : "(first)",
+                    kv_status_str(st));
+            kvt_tcp_free(inner);
+            return st;
+        }
+        inner = rk;
+        nc = (kvp_net_cfg){.inner = inner, .rt = n->rt, .event_data = kvt_rdma_event_data, .pollfds = kvt_rdma_pollfds};
+    }
+#endif
     st = kvp_net_new(&n->pe.env, &nc, &n->net);
     if (st != KV_OK) {
-        kvt_tcp_free(inner);
+        inner->ops->close(inner);
         return st;
     }
     kvt *t[KV_TP_MAX];
     for (uint32_t r = 0; r < KV_TP_MAX; r++) t[r] = kvp_net_kvt(n->net); /* ranks share this process's transport */
     kv_engine_cfg ec = engine_cfg(o, proxy, boot);
     st = kv_engine_new(&n->pe.env, rt, &ec, KV_CONN_P2P, t, &n->eng);
+    if (st == KV_OK) prefault_pools(n->eng);
     char name[KVP_NAME_MAX];
     snprintf(name, sizeof name, "%c%u.admin", ec.role == KV_ROLE_PRODUCER ? 'P' : 'D', ec.index);
     if (st == KV_OK) st = kv_rt_spawn(rt, name, ec.node, admin_handle, n, 1u << 16, &n->admin);
@@ -141,8 +180,8 @@ int kvn_run_engine(const kvn_opts *o) {
         kvp_net_free(n.net);
         return 1;
     }
-    fprintf(stderr, "[%s] kvnode %s up (engine %u, tp %u, %u blocks x %u B)\n", tag, o->role, o->index, o->tp,
-            o->pool_blocks, o->head_bytes * KV_HEADS / o->tp);
+    fprintf(stderr, "[%s] kvnode %s up (engine %u, tp %u, %u blocks x %u B, transport %s)\n", tag, o->role, o->index,
+            o->tp, o->pool_blocks, o->head_bytes * KV_HEADS / o->tp, o->transport);
     int rc_exit = 0;
     uint64_t next_stats = kvp_mono_ns() + (uint64_t)o->stats_ms * 1000000u;
     while (!atomic_load(&n.shutdown)) {
@@ -176,5 +215,8 @@ int kvn_run_engine(const kvn_opts *o) {
     kv_engine_free(n.eng);
     kvp_net_free(n.net);
     kvp_rt_free(n.rt);
+#ifdef KVCONN_HAVE_RDMA
+    if (n.verbs_open) kvt_rdma_ibv_close(&n.verbs);
+#endif
     return rc_exit;
 }

@@ -29,6 +29,13 @@
 #include "transport/posix/posix_env.h"
 #include "transport/posix/thread_rt.h"
 
+/* Bytes of one head of one block on one worker. A block is KV_HEADS (4)
+ * heads / tp: 64 KiB per group at tp 1, the size of one attention layer's
+ * K and V for a 16-token block of a Llama-3-8B-class model (8 KV heads x
+ * head_dim 128 x 2 B (bf16) x 2) — the granularity vLLM's Mooncake connector
+ * writes (one block of one layer's KV cache per transfer descriptor). */
+#define KVN_HEAD_BYTES_DEFAULT 16384u
+
 /* kvnode's own message kinds (the core's are small integers). */
 enum {
     KVN_M_STATS_REQ = 0x6b760001, /* proxy -> admin: payload u32 token */
@@ -74,6 +81,10 @@ typedef struct kvn_opts {
     kv_log_level log_level;
     uint32_t groups;         /* KV cache groups (full attention), 1..KV_GROUPS_MAX */
     uint32_t blast_mb;       /* blast: MiB to send */
+    uint32_t blast_buf_mb;   /* blast: MiB of buffer each side cycles through (0, 1: 1 MiB) */
+    const char *transport;   /* engines: "tcp" (default) or "rdma" (-DKVCONN_RDMA=ON builds) */
+    const char *rdma_dev;    /* rdma: device name (NULL: the first) */
+    uint32_t rdma_port;      /* rdma: port (1) */
 } kvn_opts;
 
 /* The ABI tag both ends of the bridge must share: sizes of every payload

@@ -41,15 +41,19 @@ void kvn_stats_line(const kvn_stats *s, char *out, size_t cap) {
 static void usage(void) {
     fputs("usage: kvnode --role prefill|decode|proxy|blast|kvt-blast [options]\n"
           "  common:  --host IP (transport bind, 127.0.0.1)  --seed N  --log debug|info|warn|error\n"
-          "           --groups N (1)  --tp N (1)  --block-size N (16)  --pool-blocks N (1024)  --head-bytes N (1024)\n"
+          "           --groups N (1)  --tp N (1)  --block-size N (16)  --pool-blocks N (1024)  --head-bytes N (16384)\n"
+          "           (a block holds --head-bytes x 4 heads / tp bytes per group and worker: 64 KiB by default)\n"
           "           --step-us N (0)  --recv-timeout-ms N (10000)  --abort-timeout-ms N (5000)\n"
           "           --policy fail|recompute\n"
           "  engines: --proxy IP:PORT  --index N (P 0, D 1)  --stats-ms N (live pool accounting)\n"
+          "           --transport tcp|rdma (tcp; rdma: KV by RDMA WRITE, control over TCP; needs a\n"
+          "           -DKVCONN_RDMA=ON build and an RDMA NIC)  --rdma-dev NAME (first)  --rdma-port N (1)\n"
           "  proxy:   --listen IP:PORT (127.0.0.1:0)  --port-file PATH  --requests N (1000)\n"
           "           --window N (16: at most the P2P sender's pull slots)  --abort-frac F (0)  --abort-max-us N (20000)\n"
           "           --prompt-min N (256)  --prompt-max N (1000)  --decode-tokens N (2)  --sequential\n"
           "           --json PATH  --quiesce-ms N  --stall-ms N (30000)  --no-shutdown\n"
-          "  blast, kvt-blast: --blast-mb N (4096)  --json PATH\n",
+          "  blast, kvt-blast: --blast-mb N (4096)  --json PATH\n"
+          "           blast: --blast-buf-mb N (1: send from / receive into N MiB, cycling)\n",
           stderr);
 }
 
@@ -73,6 +77,7 @@ static bool parse_arg(kvn_opts *o, const char *k, const char *v) {
         {"--stats-ms", &o->stats_ms},     {"--quiesce-ms", &o->quiesce_ms},
         {"--stall-ms", &o->stall_ms},     {"--max-batched-tokens", &o->max_batched_tokens},
         {"--groups", &o->groups},         {"--blast-mb", &o->blast_mb},
+        {"--blast-buf-mb", &o->blast_buf_mb}, {"--rdma-port", &o->rdma_port},
     };
     for (size_t i = 0; i < sizeof u32s / sizeof u32s[0]; i++)
         if (strcmp(k, u32s[i].name) == 0) return parse_u32(v, u32s[i].dst);
@@ -80,6 +85,10 @@ static bool parse_arg(kvn_opts *o, const char *k, const char *v) {
     else if (strcmp(k, "--listen") == 0) o->listen = v;
     else if (strcmp(k, "--proxy") == 0) o->proxy = v;
     else if (strcmp(k, "--host") == 0) o->host = v;
+    else if (strcmp(k, "--transport") == 0) {
+        if (strcmp(v, "tcp") != 0 && strcmp(v, "rdma") != 0) return false;
+        o->transport = v;
+    } else if (strcmp(k, "--rdma-dev") == 0) o->rdma_dev = v;
     else if (strcmp(k, "--port-file") == 0) o->port_file = v;
     else if (strcmp(k, "--json") == 0) o->json = v;
     else if (strcmp(k, "--seed") == 0) o->seed = strtoull(v, NULL, 10);
@@ -103,9 +112,9 @@ static bool parse_arg(kvn_opts *o, const char *k, const char *v) {
 int main(int argc, char **argv) {
     kvn_opts o = {.listen = "127.0.0.1:0", .host = "127.0.0.1", .index = UINT32_MAX, .requests = 1000,
                   .window = 16, .abort_max_us = 20000, .prompt_min = 256, .prompt_max = 1000,
-                  .decode_tokens = 2, .tp = 1, .block_size = 16, .pool_blocks = 1024, .head_bytes = 1024,
+                  .decode_tokens = 2, .tp = 1, .block_size = 16, .pool_blocks = 1024, .head_bytes = KVN_HEAD_BYTES_DEFAULT,
                   .max_batched_tokens = 8192, .recv_timeout_ms = 10000, .abort_timeout_ms = 5000,
-.groups = 1,
+.groups = 1, .transport = "tcp", .rdma_port = 1,
                   .stall_ms = 30000, .policy = KV_POLICY_FAIL, .log_level = KV_LOG_WARN};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--sequential") == 0) o.sequential = true;
@@ -139,6 +148,13 @@ int main(int argc, char **argv) {
             return 2;
         }
         if (o.index == UINT32_MAX) o.index = strcmp(o.role, "prefill") == 0 ? 0 : 1;
+#ifndef KVCONN_HAVE_RDMA
+        if (strcmp(o.transport, "rdma") == 0) {
+            fputs("kvnode: --transport rdma: this build has no RDMA (configure with -DKVCONN_RDMA=ON: make build-rdma)\n",
+                  stderr);
+            return 2;
+        }
+#endif
         return kvn_run_engine(&o);
     }
     fprintf(stderr, "kvnode: unknown role '%s'\n", o.role);

@@ -6,7 +6,10 @@
  *
  * Driver loop (bounded: every wait has a limit; a run with no completion
  * for --stall-ms is reported as stuck):
- *   fill the window -> post due aborts -> scan in-flight slots -> nap */
+ *   fill the window -> post due aborts -> scan in-flight slots -> nap
+ * (the nap doubles from 50 us to 800 us while scans find nothing, and goes
+ * back to 50 us on a completion: request latency is stamped by the proxy
+ * actor, so only the window's refill waits for the scan). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -164,6 +167,7 @@ static bool drive(proxy_node *n, const kvn_opts *o, uint64_t *elapsed_ns) {
     uint32_t next = 0, done = 0, window = o->window < WINDOW_MAX ? o->window : WINDOW_MAX;
     uint64_t t0 = kvp_mono_ns(), last_progress = t0;
     uint32_t report_every = o->requests >= 10 ? o->requests / 10 : 1, next_report = report_every;
+    long nap = 50; /* us: 50 .. 800 */
     while (done < o->requests) {
         while (next < o->requests && n->n_inflight < window)
             if (submit(n, o, next++) != KV_OK) fprintf(stderr, "[proxy] submit %u failed\n", next - 1);
@@ -172,8 +176,13 @@ static bool drive(proxy_node *n, const kvn_opts *o, uint64_t *elapsed_ns) {
         if (kvp_rt_call(n->rt, n->proxy->actor, scan, &c) != KV_OK) return false;
         done += c.done;
         uint64_t now = kvp_mono_ns();
-        if (c.done) last_progress = now;
-        else nap_us(200);
+        if (c.done) { /* a scan is a call on the proxy actor's thread: back off while nothing ends */
+            last_progress = now;
+            nap = 50;
+        } else {
+            nap_us(nap);
+            nap = nap * 2 < 800 ? nap * 2 : 800;
+        }
         if (done >= next_report) {
             fprintf(stderr, "[proxy] progress %u/%u done\n", done, o->requests);
             next_report += report_every;
@@ -200,6 +209,7 @@ static int cmp_u64(const void *a, const void *b) {
 typedef struct summary {
     uint32_t ok, error, aborted, pending;
     uint64_t kv_bytes;
+    uint64_t block_bytes; /* one block of one group, all ranks */
     double p50_ms, p90_ms, p99_ms, max_ms, req_s, gbps, elapsed_s;
 } summary;
 
@@ -215,6 +225,7 @@ static void summarize(const proxy_node *n, const kvn_opts *o, uint64_t elapsed_n
     uint32_t nl = 0;
     uint32_t bs = d ? d->block_size : o->block_size;
     uint64_t block_bytes = (uint64_t)(d ? d->head_bytes : o->head_bytes) * KV_HEADS * (d ? d->n_groups : o->groups);
+    s->block_bytes = (uint64_t)(d ? d->head_bytes : o->head_bytes) * KV_HEADS;
     for (uint32_t i = 0; i < o->requests; i++) {
         const req_rec *q = &n->rec[i];
         switch (q->outcome) {
@@ -272,10 +283,10 @@ static void write_json(const char *path, const kvn_opts *o, const summary *s, bo
     FILE *f = fopen(path, "w");
     if (!f) return;
     fprintf(f, "{\n  \"requests\": %u, \"ok\": %u, \"error\": %u, \"aborted\": %u, \"pending\": %u, \"stalled\": %s,\n"
-               "  \"elapsed_s\": %.4f, \"req_per_s\": %.1f, \"kv_bytes\": %llu, \"kv_gbps\": %.4f,\n"
+               "  \"elapsed_s\": %.4f, \"req_per_s\": %.1f, \"kv_bytes\": %llu, \"kv_gbps\": %.4f, \"block_bytes\": %llu,\n"
                "  \"p50_ms\": %.3f, \"p90_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f,\n  \"engines\": [\n",
             o->requests, s->ok, s->error, s->aborted, s->pending, stalled ? "true" : "false", s->elapsed_s, s->req_s,
-            (unsigned long long)s->kv_bytes, s->gbps, s->p50_ms, s->p90_ms, s->p99_ms, s->max_ms);
+            (unsigned long long)s->kv_bytes, s->gbps, (unsigned long long)s->block_bytes, s->p50_ms, s->p90_ms, s->p99_ms, s->max_ms);
     for (uint32_t e = 0; e < N_ENGINES; e++) {
         json_engine(f, e, up[e], &st[e]);
         fputs(e + 1 < N_ENGINES ? ",\n" : "\n", f);
@@ -368,8 +379,8 @@ int kvn_run_proxy(const kvn_opts *o) {
     summarize(&n, o, elapsed, up[1] ? &st[1] : NULL, &s);
     printf("kvnode proxy: %u requests in %.3f s: ok %u, error %u, aborted %u, pending %u%s\n", o->requests,
            s.elapsed_s, s.ok, s.error, s.aborted, s.pending, ok_run ? "" : "  (STALLED)");
-    printf("  requests/s %.1f   KV moved %.3f GB (%.3f GB/s)   latency ms p50 %.3f p90 %.3f p99 %.3f max %.3f\n",
-           s.req_s, (double)s.kv_bytes / 1e9, s.gbps, s.p50_ms, s.p90_ms, s.p99_ms, s.max_ms);
+    printf("  requests/s %.1f   KV moved %.3f GB (%.3f GB/s, %llu B blocks)   latency ms p50 %.3f p90 %.3f p99 %.3f max %.3f\n",
+           s.req_s, (double)s.kv_bytes / 1e9, s.gbps, (unsigned long long)s.block_bytes, s.p50_ms, s.p90_ms, s.p99_ms, s.max_ms);
     for (uint32_t e = 0; e < N_ENGINES; e++) {
         char line[1024];
         if (!up[e]) {

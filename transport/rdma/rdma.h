@@ -134,6 +134,52 @@ uint32_t kvt_rdma_outstanding(const kvt_rdma_qps *q, kvt_peer p);
 /* The wc status -> kv_status mapping above. */
 kv_status kvt_rdma_wc_status(uint32_t wc_status);
 
+/* ---- The rdma kvt (kvt_rdma.c): what kvnode --transport rdma runs ------------------
+ *
+ * A full kvt_ops backend: data through the batch engine above (one RDMA
+ * WRITE per entry, straight from our registered region into the peer's),
+ * control and connection set-up through a TCP kvt (tcp.h) it owns:
+ *   - ep_open, send_ctrl, the ctrl events and PEER_DOWN are the TCP kvt's;
+ *   - reg/dereg/export_desc register memory with the NIC (host only);
+ *   - connect(ep, addr) connects the TCP ctrl channel and starts the QP
+ *     set-up: our QP is created and a SETUP ctrl message (our QP info and
+ *     region table: id, addr, len, rkey) goes to the peer, which creates its
+ *     QP, connects it (INIT -> RTR -> RTS) and answers SETUP_ACK with its
+ *     own; ours connects on the ACK. Set-up messages start with
+ *     KVT_RDMA_SETUP_MAGIC and never reach the owner; a user ctrl message
+ *     starting with it is refused (KV_EINVAL);
+ *   - submit before the link is set up returns KV_EFULL (kvp_net's submit
+ *     waits for its progress thread to finish the set-up); remote (region,
+ *     offset, len) is checked against the table the peer sent;
+ *   - the deadline is not enforced on posted WRs: they end at the NIC (its
+ *     transport retry timeout gives RETRY_EXC_ERR -> KV_ECONNRESET);
+ *   - PEER_DOWN of the TCP peer resets the link: the next connect or submit
+ *     sets up a fresh QP (the old one stays until close: at most
+ *     KVT_RDMA_QPS_MAX set-ups per kvt).
+ * For a driver that sleeps (kvp_net): kvt_rdma_pollfds is the TCP set plus
+ * a pipe that stays readable while WRs are in flight (completions have no
+ * fd here: the progress thread polls the CQ without sleeping until they are
+ * in). kvt_rdma_event_data is kvt_tcp_event_data for the passed-through
+ * ctrl events. ops->close closes the TCP kvt and the engine. */
+#define KVT_RDMA_SETUP_MAGIC "KVRS"
+
+typedef struct kvt_rdma_cfg {
+    kvt *ctrl;                   /* a TCP kvt (kvt_tcp_new); owned from a successful kvt_rdma_new on */
+    const kvt_rdma_verbs *verbs; /* borrowed; outlives the kvt */
+    uint32_t max_outstanding;    /* WRs per QP (0: 1024) */
+} kvt_rdma_cfg;
+
+typedef struct kvt_rdma_counters {
+    uint64_t qps, links_ready, batches, writes, completions, not_ready;
+} kvt_rdma_counters;
+
+struct pollfd;
+kv_status kvt_rdma_new(const kv_env *env, const kvt_rdma_cfg *cfg, kvt **out);
+void kvt_rdma_free(kvt *t);
+kv_status kvt_rdma_event_data(kvt *t, uint32_t i, const uint8_t **out);
+kv_status kvt_rdma_pollfds(kvt *t, struct pollfd *out, uint32_t cap, uint32_t *out_n);
+void kvt_rdma_counters_get(kvt *t, kvt_rdma_counters *out);
+
 #endif
 
 #ifdef KVCONN_HAVE_RDMA

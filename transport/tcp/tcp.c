@@ -26,13 +26,26 @@
  * looked up again for every chunk, so a dereg mid-entry fails the entry.
  *
  * Memory: every table and buffer is allocated in kvt_tcp_new. Each
- * connection has a receive buffer of 4 + KVT_TCP_FRAME_MAX bytes (WRITE data
- * is copied through it or received straight into the destination region)
- * and a send ring of KVT_TCP_TX_CAP bytes. Submitted source bytes are copied
- * into the send ring at submit time (simple, no races with the caller, and
- * a timed-out batch never has DMA on its buffers). Data frames leave
- * TX_RESERVE bytes of the ring free for acks, so two honest peers never
- * deadlock on full rings.
+ * connection has a receive buffer of 4 + KVT_TCP_FRAME_MAX bytes, a send
+ * ring of KVT_TCP_TX_CAP bytes for frame headers, ctrl bytes, HELLO and
+ * acks, and a queue of KVT_TCP_TX_SEGS send segments: each is either a run
+ * of ring bytes or a WRITE entry's data, referenced in place in the
+ * registered source region (no copy: sendmsg() gathers headers and data
+ * straight from the region). Entries up to KVT_TCP_INLINE_MAX bytes are
+ * copied into the ring instead (a small copy costs less than a gather
+ * entry). The caller keeps the source bytes unchanged
+ * until the batch completes; a batch whose deadline passes while some of
+ * its bytes are still queued fails its connection (so no send can read its
+ * buffers after its completion), and a dereg of a region that queued data
+ * still references fails the connections that hold it. Data frames leave
+ * TX_RESERVE ring bytes and TX_SEG_RESERVE segments free for acks and ctrl,
+ * so two honest peers never deadlock on full queues.
+ *
+ * Receive: WRITE data lands straight in the destination region (recvmsg
+ * into the region, with the next frame header gathered into the receive
+ * buffer in the same call) once RECV_DIRECT_MIN or more of an entry are
+ * left; smaller entries, and bytes that arrived together with a header,
+ * are copied from the receive buffer.
  *
  * Events are produced only while the caller's array has room; what does not
  * fit stays as state (a done batch, a pending PEER_DOWN, unparsed bytes) for
@@ -54,16 +67,21 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define TC_NONE UINT32_MAX
 #define RX_CAP (4u + KVT_TCP_FRAME_MAX)
 #define TX_RESERVE (32u * 1024u)
+#define TX_SEG_RESERVE 64u
+#define IOV_MAX_SEND 64u
 #define HDR 5u /* len + type */
 #define WRITE_LEN_MAX (1u + KVT_TCP_WRITE_HDR + KVT_TCP_ENTRY_MAX)
 #define ACCEPTS_PER_POLL 8u
-#define RECV_ROUNDS 8u
-#define SEND_ROUNDS 4u
+#define RECV_ROUNDS 64u
+#define RECV_BYTES_PER_POLL (8u << 20) /* per connection and poll: others get their turn */
+#define SEND_ROUNDS 8u
+#define RECV_DIRECT_MIN 8192u /* sink bytes left for a recv straight into the region */
 #define FRAMES_PER_CONN 4096u
 #define BATCH_BITS 10u
 
@@ -87,8 +105,15 @@ typedef struct tc_ep {
     tc_peer peer[KVT_TCP_PEERS_MAX];
 } tc_ep;
 
+/* One run of the send stream: ring bytes (ext NULL) or entry data in place. */
+typedef struct tc_seg {
+    const uint8_t *ext;
+    uint32_t len;
+} tc_seg;
+
 typedef struct tc_conn {
     uint32_t state;
+    uint32_t gen; /* bumped when the connection fails: batches remember theirs */
     int fd;
     uint32_t ep, peer; /* peer TC_NONE until HELLO on an accepted conn */
     uint64_t freed_poll;
@@ -97,8 +122,12 @@ typedef struct tc_conn {
     uint32_t rx_len, rx_off;
     uint8_t *tx;
     uint64_t tx_head, tx_tail;
+    tc_seg *seg;              /* [KVT_TCP_TX_SEGS] */
+    uint32_t seg_head, seg_tail, seg_off; /* queue counters; bytes of seg[head] sent */
+    uint64_t q_bytes, sent_bytes;         /* stream bytes queued / handed to the kernel */
     /* the WRITE entry being received */
     bool sink;
+    bool big; /* the last frame was a WRITE of RECV_DIRECT_MIN or more: read headers alone */
     bool s_ok;
     uint64_t s_tag, s_off;
     uint32_t s_index, s_count, s_region, s_left;
@@ -110,7 +139,9 @@ typedef struct tc_conn {
 typedef struct tc_batch {
     uint32_t state;
     uint32_t ep, peer, n;
+    uint32_t conn, conn_gen; /* where its bytes are queued */
     uint64_t tag, wire, deadline;
+    uint64_t end;            /* conn's q_bytes after its last byte */
     kvt_completion done;
 } tc_batch;
 
@@ -128,6 +159,7 @@ typedef struct tcp {
     tc_batch *batch;   /* [BATCHES_MAX] */
     uint8_t *rx_slab;  /* [CONNS_MAX * RX_CAP] */
     uint8_t *tx_slab;  /* [CONNS_MAX * TX_CAP] */
+    tc_seg *seg_slab;  /* [CONNS_MAX * TX_SEGS] */
     struct pollfd *pfd; /* [EPS_MAX + CONNS_MAX] */
     uint32_t *pfd_of;  /* pfd index per listener then per conn, TC_NONE if none */
     const uint8_t *ev_data[KVT_TCP_POLL_EVENTS_MAX];
@@ -189,7 +221,13 @@ static bool parse_addr(const char *s, struct sockaddr_in *out) {
 
 static uint64_t tx_used(const tc_conn *c) { return c->tx_head - c->tx_tail; }
 static uint64_t tx_free(const tc_conn *c) { return KVT_TCP_TX_CAP - tx_used(c); }
+static uint32_t seg_used(const tc_conn *c) { return c->seg_tail - c->seg_head; }
+static uint32_t seg_free(const tc_conn *c) { return KVT_TCP_TX_SEGS - seg_used(c); }
+static bool tx_pending(const tc_conn *c) { return c->seg_tail != c->seg_head; }
+static tc_seg *seg_at(const tc_conn *c, uint32_t i) { return &c->seg[i % KVT_TCP_TX_SEGS]; }
 
+/* Appends ring bytes; they join the last segment when it is ring bytes too.
+ * Callers checked tx_free and seg_free. */
 static void tx_put(tc_conn *c, const void *src, size_t len) {
     const uint8_t *b = src;
     size_t pos = (size_t)(c->tx_head % KVT_TCP_TX_CAP);
@@ -197,6 +235,19 @@ static void tx_put(tc_conn *c, const void *src, size_t len) {
     if (first) memcpy(c->tx + pos, b, first);
     if (len > first) memcpy(c->tx, b + first, len - first);
     c->tx_head += len;
+    c->q_bytes += len;
+    tc_seg *last = seg_used(c) ? seg_at(c, c->seg_tail - 1u) : NULL;
+    if (last && !last->ext) { /* ring bytes are contiguous in stream order */
+        last->len += (uint32_t)len;
+        return;
+    }
+    *seg_at(c, c->seg_tail++) = (tc_seg){.ext = NULL, .len = (uint32_t)len};
+}
+
+/* Appends len bytes at p, sent in place. */
+static void tx_ext(tc_conn *c, const uint8_t *p, uint32_t len) {
+    *seg_at(c, c->seg_tail++) = (tc_seg){.ext = p, .len = len};
+    c->q_bytes += len;
 }
 
 static void tx_frame_hdr(tc_conn *c, uint32_t len, uint8_t type) {
@@ -213,9 +264,13 @@ static uint32_t conn_alloc(tcp *s) {
         tc_conn *c = &s->conn[i];
         if (c->state != CS_FREE || (c->freed_poll == s->poll_no && s->poll_no != 0)) continue;
         uint8_t *rx = c->rx, *tx = c->tx;
+        tc_seg *seg = c->seg;
+        uint32_t gen = c->gen;
         memset(c, 0, sizeof *c);
         c->rx = rx;
         c->tx = tx;
+        c->seg = seg;
+        c->gen = gen + 1u;
         c->fd = -1;
         c->ep = c->peer = TC_NONE;
         return i;
@@ -238,6 +293,9 @@ static void conn_fail(tcp *s, uint32_t ci) {
     tc_conn *c = &s->conn[ci];
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
+    c->gen++;
+    c->seg_head = c->seg_tail = c->seg_off = 0; /* no queued byte is read again */
+    c->tx_tail = c->tx_head;
     if (c->peer != TC_NONE) {
         tc_peer *p = &s->ep[c->ep].peer[c->peer];
         if (p->conn == ci) {
@@ -322,7 +380,28 @@ static kv_status op_reg(kvt *t, void *base, uint64_t len, kvt_mem_kind kind, kvt
     return kvt_region_add(s->reg, KVT_TCP_REGIONS_MAX, &s->next_region, base, len, out);
 }
 
-static kv_status op_dereg(kvt *t, kvt_region id) { return kvt_region_remove(T(t)->reg, KVT_TCP_REGIONS_MAX, id); }
+/* Queued data still pointing into the region would be read after the
+ * caller frees it: those connections fail first (their batches complete
+ * KV_ECONNRESET). Deregistering memory with transfers in flight is the
+ * caller's error; this keeps it from becoming a use after free. */
+static kv_status op_dereg(kvt *t, kvt_region id) {
+    tcp *s = T(t);
+    const tc_region *r = find_region(s, id);
+    if (r) {
+        for (uint32_t ci = 0; ci < KVT_TCP_CONNS_MAX; ci++) {
+            tc_conn *c = &s->conn[ci];
+            bool hit = false;
+            for (uint32_t i = c->seg_head; c->state != CS_FREE && i != c->seg_tail && !hit; i++) {
+                const tc_seg *g = seg_at(c, i);
+                hit = g->ext && g->ext >= r->base && g->ext < r->base + r->len;
+            }
+            if (!hit) continue;
+            kv_logf(s->env, KV_LOG_WARN, "tcp: region %u deregistered with queued sends; connection failed", id);
+            conn_fail(s, ci);
+        }
+    }
+    return kvt_region_remove(s->reg, KVT_TCP_REGIONS_MAX, id);
+}
 
 static kv_status op_export_desc(kvt *t, kvt_region id, kvt_desc *out) {
     return kvt_region_desc(T(t)->reg, KVT_TCP_REGIONS_MAX, id, out);
@@ -385,13 +464,15 @@ static kv_status op_connect(kvt *t, kvt_ep ep, const kvt_addr *addr, kvt_peer *o
 
 /* ---- transport ops: submit and ctrl ---------------------------------------------- */
 
+/* Ring bytes the batch takes: frame headers, and the data of entries up to
+ * KVT_TCP_INLINE_MAX (larger ones are sent in place). */
 static kv_status check_local(tcp *s, const kvt_write *w, uint32_t n, uint64_t *bytes) {
     *bytes = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (w[i].len > KVT_TCP_ENTRY_MAX) return KV_EINVAL;
         const tc_region *r = find_region(s, w[i].local);
         if (!r || !range_ok(r, w[i].local_off, w[i].len)) return KV_ERANGE;
-        *bytes += 4u + 1u + KVT_TCP_WRITE_HDR + w[i].len;
+        *bytes += HDR + KVT_TCP_WRITE_HDR + (w[i].len <= KVT_TCP_INLINE_MAX ? w[i].len : 0u);
     }
     return KV_OK;
 }
@@ -413,7 +494,8 @@ static void put_entry(tcp *s, tc_conn *c, uint64_t wire, uint32_t i, uint32_t n,
     tx_frame_hdr(c, 1u + KVT_TCP_WRITE_HDR + w->len, KVT_TCP_WRITE);
     tx_put(c, h, sizeof h);
     const tc_region *r = find_region(s, w->local);
-    if (w->len) tx_put(c, r->base + w->local_off, w->len);
+    if (w->len > KVT_TCP_INLINE_MAX) tx_ext(c, r->base + w->local_off, w->len);
+    else if (w->len) tx_put(c, r->base + w->local_off, w->len); /* small: one copy beats a gather entry */
 }
 
 static kv_status op_submit(kvt *t, kvt_ep ep, kvt_peer peer, const kvt_write *w, uint32_t n, uint64_t tag,
@@ -431,11 +513,13 @@ static kv_status op_submit(kvt *t, kvt_ep ep, kvt_peer peer, const kvt_write *w,
     if (bi == TC_NONE) return KV_EFULL;
     st = route(s, ep, peer, &c);
     if (st != KV_OK) return st;
-    if (tx_free(c) < bytes + TX_RESERVE) return KV_EFULL;
+    if (tx_free(c) < bytes + TX_RESERVE || seg_free(c) < 2u * n + TX_SEG_RESERVE) return KV_EFULL;
     tc_batch *b = &s->batch[bi];
     uint64_t wire = (++s->wire_seq << BATCH_BITS) | bi;
-    *b = (tc_batch){.state = B_WAIT, .ep = ep, .peer = peer, .n = n, .tag = tag, .wire = wire, .deadline = deadline_ns};
+    *b = (tc_batch){.state = B_WAIT, .ep = ep, .peer = peer, .n = n, .tag = tag, .wire = wire, .deadline = deadline_ns,
+                    .conn = (uint32_t)(c - s->conn), .conn_gen = c->gen};
     for (uint32_t i = 0; i < n; i++) put_entry(s, c, wire, i, n, &w[i]);
+    b->end = c->q_bytes;
     return KV_OK;
 }
 
@@ -445,7 +529,7 @@ static kv_status op_send_ctrl(kvt *t, kvt_ep ep, kvt_peer peer, const void *buf,
     if ((!buf && len > 0) || len > KV_WIRE_MAX) return KV_EINVAL;
     kv_status st = route(s, ep, peer, &c);
     if (st != KV_OK) return st;
-    if (tx_free(c) < (uint64_t)HDR + len + TX_RESERVE) return KV_EFULL;
+    if (tx_free(c) < (uint64_t)HDR + len + TX_RESERVE || seg_free(c) < TX_SEG_RESERVE / 2u) return KV_EFULL;
     tx_frame_hdr(c, 1u + len, KVT_TCP_CTRL);
     if (len) tx_put(c, buf, len);
     return KV_OK;
@@ -480,16 +564,28 @@ static void batch_finish(tcp *s, evout *o, tc_batch *b, uint32_t n_ok, uint32_t 
     batch_emit(s, o, b);
 }
 
-/* Deadlines and deferred completions. A timed-out batch's bytes may still
- * land on the peer (they were copied to our send ring): the core's protocol
- * guarantees D does not reuse the blocks before P's response. Later acks for
- * its wire tag find no batch and are ignored. */
+/* Deadlines and deferred completions. A timed-out batch whose bytes all
+ * reached the kernel completes KV_ETIMEDOUT; they may still land on the
+ * peer (the core's protocol guarantees D does not reuse the blocks before
+ * P's response) and later acks for its wire tag find no batch and are
+ * ignored. One with bytes still queued would have its source read after its
+ * completion: its connection fails first (the batch completes KV_ETIMEDOUT,
+ * the others on it KV_ECONNRESET, the peer gets a PEER_DOWN). */
 static void scan_batches(tcp *s, evout *o, uint64_t now) {
     for (uint32_t i = 0; i < KVT_TCP_BATCHES_MAX && o->n < o->cap; i++) {
         tc_batch *b = &s->batch[i];
-        if (b->state == B_DONE) batch_emit(s, o, b);
-        else if (b->state == B_WAIT && b->deadline != 0 && now >= b->deadline)
+        if (b->state == B_DONE) {
+            batch_emit(s, o, b);
+        } else if (b->state == B_WAIT && b->deadline != 0 && now >= b->deadline) {
+            tc_conn *c = b->conn < KVT_TCP_CONNS_MAX ? &s->conn[b->conn] : NULL;
+            bool queued = c && c->state != CS_FREE && c->gen == b->conn_gen && c->sent_bytes < b->end;
             batch_finish(s, o, b, 0, b->n, KV_ETIMEDOUT);
+            if (queued) {
+                kv_logf(s->env, KV_LOG_WARN, "tcp: batch timed out with %llu bytes unsent; connection failed",
+                        (unsigned long long)(b->end - c->sent_bytes));
+                conn_fail(s, b->conn);
+            }
+        }
     }
 }
 
@@ -547,6 +643,7 @@ static bool on_write_hdr(tcp *s, tc_conn *c, const uint8_t *p, uint32_t len) {
     const tc_region *r = find_region(s, c->s_region);
     c->s_ok = r && range_ok(r, c->s_off, dlen);
     c->s_left = dlen;
+    c->big = dlen >= RECV_DIRECT_MIN;
     c->sink = true;
     if (c->s_index == 0 || c->s_tag != c->a_tag) {
         c->a_tag = c->s_tag;
@@ -632,10 +729,13 @@ static pr_t parse_one(tcp *s, uint32_t ci, evout *o) {
     uint32_t len = get32(h);
     uint8_t type = h[4];
     if (len == 0) return PR_ERR;
-    if (type != KVT_TCP_WRITE) return parse_small(s, ci, o, len, type);
+    if (type != KVT_TCP_WRITE) {
+        c->big = false;
+        return parse_small(s, ci, o, len, type);
+    }
     if (len < 1u + KVT_TCP_WRITE_HDR || len > WRITE_LEN_MAX || c->peer == TC_NONE) return PR_ERR;
     if (c->rx_len - c->rx_off < HDR + KVT_TCP_WRITE_HDR) return PR_STOP;
-    if (tx_free(c) < HDR + KVT_TCP_ACK_LEN) return PR_STOP; /* back-pressure: room for the ack */
+    if (tx_free(c) < HDR + KVT_TCP_ACK_LEN || seg_free(c) < 1u) return PR_STOP; /* back-pressure: room for the ack */
     if (!on_write_hdr(s, c, h + HDR, len)) return PR_ERR;
     c->rx_off += HDR + KVT_TCP_WRITE_HDR;
     if (c->s_left == 0) sink_advance(s, c, 0);
@@ -664,46 +764,97 @@ static void rx_compact(tc_conn *c) {
     c->rx_off = 0;
 }
 
-/* One recv; 1 = got bytes, 0 = would block / no room, -1 = EOF or error. */
+/* One recv; > 0 = bytes got, 0 = would block / no room, -1 = EOF or error. */
 static int recv_some(tcp *s, tc_conn *c) {
     uint8_t *dst;
     size_t room;
-    if (c->sink && c->rx_len == c->rx_off && (dst = sink_dst(s, c, c->s_left)) != NULL) {
-        ssize_t n = recv(c->fd, dst, c->s_left, 0); /* straight into the region */
-        if (n > 0) sink_advance(s, c, (uint32_t)n);
-        return n > 0 ? 1 : (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) ? 0 : -1;
+    if (c->sink && c->rx_len == c->rx_off && c->s_left >= RECV_DIRECT_MIN && (dst = sink_dst(s, c, c->s_left)) != NULL) {
+        /* straight into the region; the next frame's header (at most a
+         * WRITE header, so its data lands in place too) into rx. Small
+         * entries go through rx in bulk: fewer syscalls, short copies. */
+        if (!c->pinned && c->rx_off) rx_compact(c);
+        uint32_t room_hdr = RX_CAP - c->rx_len < HDR + KVT_TCP_WRITE_HDR ? RX_CAP - c->rx_len : HDR + KVT_TCP_WRITE_HDR;
+        struct iovec iov[2] = {{.iov_base = dst, .iov_len = c->s_left}, {.iov_base = c->rx + c->rx_len, .iov_len = room_hdr}};
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = room_hdr ? 2u : 1u};
+        ssize_t n = recvmsg(c->fd, &mh, 0);
+        if (n > 0) {
+            uint32_t k = (size_t)n < c->s_left ? (uint32_t)n : c->s_left;
+            c->rx_len += (uint32_t)n - k;
+            sink_advance(s, c, k);
+        }
+        return n > 0 ? (int)(n < INT32_MAX ? n : INT32_MAX) : (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) ? 0 : -1;
     }
     if (!c->pinned && c->rx_len == RX_CAP) rx_compact(c);
     room = RX_CAP - c->rx_len;
     if (room == 0) return 0;
+    if (c->big) { /* in a stream of big entries: the rest of this one and the next header only */
+        size_t want = (c->sink ? c->s_left : 0u) + HDR + KVT_TCP_WRITE_HDR;
+        if (want < room) room = want;
+    }
     ssize_t n = recv(c->fd, c->rx + c->rx_len, room, 0);
     if (n > 0) c->rx_len += (uint32_t)n;
-    return n > 0 ? 1 : (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) ? 0 : -1;
+    return n > 0 ? (int)n : (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) ? 0 : -1;
 }
 
 static void conn_read(tcp *s, uint32_t ci, evout *o) {
     tc_conn *c = &s->conn[ci];
+    uint64_t bytes = 0;
     if (!parse_conn(s, ci, o)) return;
-    for (uint32_t r = 0; r < RECV_ROUNDS && o->n < o->cap; r++) {
+    for (uint32_t r = 0; r < RECV_ROUNDS && o->n < o->cap && bytes < RECV_BYTES_PER_POLL; r++) {
         int got = recv_some(s, c);
         if (got < 0) {
             (void)parse_conn(s, ci, o);
             if (c->state != CS_FREE) conn_fail(s, ci);
             return;
         }
+        bytes += (uint64_t)got;
         if (!parse_conn(s, ci, o) || got == 0) return;
+    }
+}
+
+/* Gathers up to IOV_MAX_SEND runs of the send queue into one sendmsg. */
+static uint32_t gather(const tc_conn *c, struct iovec *iov) {
+    uint32_t n = 0;
+    uint64_t ring = c->tx_tail; /* ring bytes of the queue start here */
+    for (uint32_t i = c->seg_head; i != c->seg_tail && n + 2u <= IOV_MAX_SEND; i++) {
+        const tc_seg *g = seg_at(c, i);
+        uint32_t off = i == c->seg_head ? c->seg_off : 0, len = g->len - off;
+        if (g->ext) {
+            iov[n++] = (struct iovec){.iov_base = (void *)(uintptr_t)(g->ext + off), .iov_len = len};
+            continue;
+        }
+        size_t pos = (size_t)(ring % KVT_TCP_TX_CAP);
+        size_t first = KVT_TCP_TX_CAP - pos < len ? KVT_TCP_TX_CAP - pos : len;
+        iov[n++] = (struct iovec){.iov_base = c->tx + pos, .iov_len = first};
+        if (len > first) iov[n++] = (struct iovec){.iov_base = c->tx, .iov_len = len - first};
+        ring += len;
+    }
+    return n;
+}
+
+static void consume(tc_conn *c, uint64_t k) {
+    c->sent_bytes += k;
+    while (k) {
+        tc_seg *g = seg_at(c, c->seg_head);
+        uint32_t left = g->len - c->seg_off, take = k < left ? (uint32_t)k : left;
+        if (!g->ext) c->tx_tail += take;
+        c->seg_off += take;
+        k -= take;
+        if (c->seg_off == g->len) {
+            c->seg_head++;
+            c->seg_off = 0;
+        }
     }
 }
 
 static void conn_write(tcp *s, uint32_t ci) {
     tc_conn *c = &s->conn[ci];
-    for (uint32_t r = 0; r < SEND_ROUNDS && tx_used(c) > 0; r++) {
-        size_t pos = (size_t)(c->tx_tail % KVT_TCP_TX_CAP);
-        size_t len = (size_t)tx_used(c);
-        if (len > KVT_TCP_TX_CAP - pos) len = KVT_TCP_TX_CAP - pos;
-        ssize_t n = send(c->fd, c->tx + pos, len, MSG_NOSIGNAL);
+    struct iovec iov[IOV_MAX_SEND];
+    for (uint32_t r = 0; r < SEND_ROUNDS && tx_pending(c); r++) {
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = gather(c, iov)};
+        ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
         if (n > 0) {
-            c->tx_tail += (uint64_t)n;
+            consume(c, (uint64_t)n);
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
@@ -757,7 +908,7 @@ static nfds_t fill_pollfds(tcp *s) {
         tc_conn *c = &s->conn[i];
         s->pfd_of[KVT_TCP_EPS_MAX + i] = TC_NONE;
         if (c->state != CS_CONNECTING && c->state != CS_OPEN) continue;
-        short ev = (short)(c->state == CS_CONNECTING ? POLLOUT : (POLLIN | (tx_used(c) ? POLLOUT : 0)));
+        short ev = (short)(c->state == CS_CONNECTING ? POLLOUT : (POLLIN | (tx_pending(c) ? POLLOUT : 0)));
         s->pfd[n] = (struct pollfd){.fd = c->fd, .events = ev};
         s->pfd_of[KVT_TCP_EPS_MAX + i] = (uint32_t)n++;
     }
@@ -776,7 +927,7 @@ static void poll_conn(tcp *s, uint32_t ci, evout *o) {
     if (c->state == CS_CONNECTING) conn_connected(s, ci, rev);
     if (c->state != CS_OPEN) return;
     conn_read(s, ci, o); /* also drains bytes buffered by an earlier poll */
-    if (c->state == CS_OPEN && tx_used(c) > 0) conn_write(s, ci);
+    if (c->state == CS_OPEN && tx_pending(c)) conn_write(s, ci);
 }
 
 static kv_status op_poll(kvt *t, kvt_event *out, uint32_t max, uint32_t *out_n) {
@@ -833,7 +984,7 @@ static void op_close(kvt *t) {
         if (s->ep[e].open && s->ep[e].fd >= 0) close(s->ep[e].fd);
     for (uint32_t i = 0; s->conn && i < KVT_TCP_CONNS_MAX; i++)
         if (s->conn[i].state != CS_FREE && s->conn[i].fd >= 0) close(s->conn[i].fd);
-    void *p[] = {s->ep, s->conn, s->batch, s->rx_slab, s->tx_slab, s->pfd, s->pfd_of};
+    void *p[] = {s->ep, s->conn, s->batch, s->rx_slab, s->tx_slab, s->seg_slab, s->pfd, s->pfd_of};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) kv_release(env, p[i]);
     kv_release(env, s);
 }
@@ -859,9 +1010,10 @@ static bool alloc_tables(tcp *s) {
     s->batch = kv_alloc(env, KVT_TCP_BATCHES_MAX * sizeof *s->batch);
     s->rx_slab = kv_alloc(env, (size_t)KVT_TCP_CONNS_MAX * RX_CAP);
     s->tx_slab = kv_alloc(env, (size_t)KVT_TCP_CONNS_MAX * KVT_TCP_TX_CAP);
+    s->seg_slab = kv_alloc(env, (size_t)KVT_TCP_CONNS_MAX * KVT_TCP_TX_SEGS * sizeof *s->seg_slab);
     s->pfd = kv_alloc(env, (KVT_TCP_EPS_MAX + KVT_TCP_CONNS_MAX) * sizeof *s->pfd);
     s->pfd_of = kv_alloc(env, (KVT_TCP_EPS_MAX + KVT_TCP_CONNS_MAX) * sizeof *s->pfd_of);
-    return s->ep && s->conn && s->batch && s->rx_slab && s->tx_slab && s->pfd && s->pfd_of;
+    return s->ep && s->conn && s->batch && s->rx_slab && s->tx_slab && s->seg_slab && s->pfd && s->pfd_of;
 }
 
 kv_status kvt_tcp_new(const kv_env *env, const char *bind_host, kvt **out) {
@@ -885,6 +1037,7 @@ kv_status kvt_tcp_new(const kv_env *env, const char *bind_host, kvt **out) {
         s->conn[i] = (tc_conn){.state = CS_FREE, .fd = -1, .ep = TC_NONE, .peer = TC_NONE};
         s->conn[i].rx = s->rx_slab + (size_t)i * RX_CAP;
         s->conn[i].tx = s->tx_slab + (size_t)i * KVT_TCP_TX_CAP;
+        s->conn[i].seg = s->seg_slab + (size_t)i * KVT_TCP_TX_SEGS;
     }
     *out = &s->self;
     return KV_OK;

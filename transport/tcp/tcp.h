@@ -14,8 +14,12 @@
  *    (KV_OK / KV_ERANGE), at the deadline (KV_ETIMEDOUT; deadline 0 = none) or
  *    when the connection drops first (KV_ECONNRESET); a rejected submit
  *    (non-zero return) yields none;
- *  - source bytes are copied into the connection's send ring at submit time,
- *    so the caller's buffers are never read after submit returns;
+ *  - source bytes of entries over KVT_TCP_INLINE_MAX are sent in place from
+ *    the registered region (no copy; smaller ones are copied at submit):
+ *    the caller keeps them unchanged until the batch completes. Every
+ *    completion means no later send reads them: a batch whose deadline
+ *    passes with bytes still queued fails its connection first, and a
+ *    dereg of a region queued data points into fails those connections;
  *  - ctrl messages are ordered per connection; an incoming connection maps
  *    to a peer id of the receiving endpoint (from the HELLO address), so the
  *    receiver can answer through the KVT_EV_CTRL event's peer id; connect()
@@ -46,7 +50,9 @@
 #define KVT_TCP_POLL_EVENTS_MAX 256u /* events one poll() hands out at most */
 #define KVT_TCP_ENTRY_MAX (1u << 20) /* payload bytes of one WRITE entry */
 #define KVT_TCP_FRAME_MAX (16u + KV_WIRE_MAX) /* length field of a non-WRITE frame */
-#define KVT_TCP_TX_CAP (2u << 20)  /* send ring bytes per connection */
+#define KVT_TCP_TX_CAP (2u << 20)  /* send ring bytes per connection (headers, ctrl, acks) */
+#define KVT_TCP_TX_SEGS 4096u      /* send queue runs per connection (power of 2) */
+#define KVT_TCP_INLINE_MAX 8192u   /* WRITE entries up to this are copied into the ring */
 
 /* Frame types (see tcp.c). */
 enum {
