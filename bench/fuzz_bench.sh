@@ -67,6 +67,15 @@ a_seed=$(execs_per_s "$ASAN/fuzz_scenario" seed); a_empty=$(execs_per_s "$ASAN/f
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 maxof() { sort -g | tail -1; }
+# One time-to-detect table row: switch, runs that found it, then median and
+# max of the seconds in TIMES and the median of the executions in EXECS.
+detect_row() { # bug found TIMES EXECS
+  if [ "$2" -gt 0 ]; then
+    printf '| %s | %d/%d | %.1f | %.1f | %s |' "$1" "$2" "$runs" "$(median < "$3")" "$(maxof < "$3")" "$(median < "$4")"
+  else
+    printf '| %s | 0/%d | - | - | - |' "$1" "$runs"
+  fi
+}
 
 detect_rows=()
 for bug in ${bugs//,/ }; do
@@ -84,12 +93,7 @@ for bug in ${bugs//,/ }; do
       sed -n 's/^stat::number_of_executed_units: *//p' "$d.log" >> "$tmp/x"
     fi
   done
-  if [ "$found" -gt 0 ]; then
-    detect_rows+=("$(printf '| %s | %d/%d | %.1f | %.1f | %s |' "$bug" "$found" "$runs" "$(median < "$tmp/t")" \
-      "$(maxof < "$tmp/t")" "$(median < "$tmp/x")")")
-  else
-    detect_rows+=("| $bug | 0/$runs | - | - | - |")
-  fi
+  detect_rows+=("$(detect_row "$bug" "$found" "$tmp/t" "$tmp/x")")
 done
 
 afl_eps="not run" afl_stab="not run" afl_mode="" afl_rows=()
@@ -127,12 +131,7 @@ if [ "$afl" = 1 ]; then
             sed -n 's/^execs_done *: *//p' "$o/default/fuzzer_stats" >> "$tmp/ax"
           fi
         done
-        if [ "$found" -gt 0 ]; then
-          afl_rows+=("$(printf '| %s | %d/%d | %.1f | %.1f | %s |' "$bug" "$found" "$runs" "$(median < "$tmp/at")" \
-            "$(maxof < "$tmp/at")" "$(median < "$tmp/ax")")")
-        else
-          afl_rows+=("| $bug | 0/$runs | - | - | - |")
-        fi
+        afl_rows+=("$(detect_row "$bug" "$found" "$tmp/at" "$tmp/ax")")
       done
     fi
   else
