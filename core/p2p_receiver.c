@@ -18,6 +18,9 @@
  * original returned before reporting and leaked D's blocks), and only once
  * every task of its batch is done, so no P rank can still write into blocks
  * that D frees on the report.
+ * Every batch writes through its own region grants (grant_batch), revoked
+ * before its requests are reported failed, so a late WRITE from P for a
+ * batch D gave up on fails instead of landing in reused blocks.
  * Edge -> function: RECV_START on_start; FLUSH on_flush; BOOT_REPLY
  * on_boot_reply; resp on_resp; timer on_timeout; PEER_DOWN on_peer_down.
  * Invariant: a request is reported at most once (reported flag), and every
@@ -27,7 +30,7 @@
 #include "core/p2p.h"
 
 #define RCV_REQS_MAX (KV_ENGINE_REQS_MAX * 2u)
-#define RCV_BATCHES_MAX 32u
+#define RCV_BATCHES_MAX KV_RECV_BATCHES_MAX
 
 typedef struct rcv_req {
     bool used;
@@ -55,6 +58,8 @@ typedef struct rcv_batch {
     uint32_t req[KV_PULL_REQS_MAX]; /* rcv_req slots */
     uint32_t n_tasks;
     rcv_task task[KV_TP_MAX];
+    uint32_t n_grants;                /* grant[0 .. n_grants) are registered */
+    kvt_region grant[KV_GROUPS_MAX];  /* per group: P writes only through these */
 } rcv_batch;
 
 typedef struct rcv_agent {
@@ -116,10 +121,33 @@ static void fail_batch(kv_p2p_receiver *r, rcv_batch *b) {
     for (uint32_t i = 0; i < b->n_reqs; i++) fail_req(r, &r->req[b->req[i]]);
 }
 
-/* Every task of b is done: nothing can write into its requests' blocks any
- * more. A request that is not reported yet failed (or P never answered for
- * it); it is reported now. The original (err_early_return) reported none. */
+/* Grants: each batch gives P its own region id per group, registered over
+ * the group's KV memory when the pull goes out and deregistered when the
+ * batch is released. A pull D gave up on (receive timeout, reset) may still
+ * reach P much later, or P may still be waiting to serve it: its WRITEs then
+ * target revoked ids and fail at delivery (transport.h, "grants"), so they
+ * can never land in blocks D has since freed and handed to another request.
+ * The original exposed one region for the worker's life. */
+static kv_status grant_batch(kv_p2p_receiver *r, rcv_batch *b) {
+    kv_worker *w = r->w;
+    uint64_t bytes = (uint64_t)w->capacity * w->block_bytes;
+    for (; b->n_grants < w->cfg.n_groups; b->n_grants++) {
+        kv_status st = kvt_reg(w->t, w->kv[b->n_grants], bytes, KVT_MEM_HOST, &b->grant[b->n_grants]);
+        if (st != KV_OK) return st;
+    }
+    return KV_OK;
+}
+
+static void revoke_batch(kv_p2p_receiver *r, rcv_batch *b) {
+    while (b->n_grants) kvt_dereg(r->w->t, b->grant[--b->n_grants]);
+}
+
+/* Every task of b is done, or given up: its grants are revoked first, so
+ * nothing can write into its requests' blocks any more. A request that is
+ * not reported yet failed (or P never answered for it); it is reported now.
+ * The original (err_early_return) reported none. */
 static void release_batch(kv_p2p_receiver *r, rcv_batch *b) {
+    revoke_batch(r, b);
     for (uint32_t i = 0; i < b->n_reqs; i++) {
         rcv_req *q = &r->req[b->req[i]];
         if (!q->reported && !RCV_BUG(r, KV_BUG_ERR_EARLY_RETURN)) fail_now(r, q);
@@ -178,7 +206,7 @@ static kv_status send_meta(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
     m->batch = b->id;
     m->d_addr = r->addr;
     m->n_groups = w->cfg.n_groups;
-    for (uint32_t g = 0; g < w->cfg.n_groups; g++) kvt_export_desc(w->t, w->region[g], &m->region[g]);
+    for (uint32_t g = 0; g < w->cfg.n_groups; g++) kvt_export_desc(w->t, b->grant[g], &m->region[g]);
     m->block_bytes = w->block_bytes;
     m->n_reqs = b->n_reqs;
     for (uint32_t i = 0; i < b->n_reqs; i++) {
@@ -206,6 +234,12 @@ static void receive_kv(kv_p2p_receiver *r, uint32_t slot) {
         q->count = q->total = b->n_tasks;
     }
     for (uint32_t i = 0; i < b->n_tasks; i++) b->task[i] = (rcv_task){.p_rank = ranks[i], .peer = KVT_NONE};
+    if (grant_batch(r, b) != KV_OK) {
+        kv_logf(RCV_ENV(r), KV_LOG_ERROR, "receiver: no region grant for batch %u; its requests fail", b->id);
+        fail_batch(r, b);
+        release_batch(r, b);
+        return;
+    }
     for (uint32_t i = 0; i < b->n_tasks; i++) {
         rcv_task *t = &b->task[i];
         if (send_meta(r, b, t) != KV_OK) {

@@ -63,9 +63,8 @@ typedef struct sn_node {
     uint32_t index;
     bool crashed;
     uint32_t n_eps;
-    kvt_region next_region;
     sn_ep *ep;      /* [eps_max] */
-    sn_region *reg; /* [regions_max] */
+    kvt_region_tab reg; /* over [regions_max] of the net's regs */
     bool fault_armed;
     int32_t fault_err;
     uint32_t fault_n;
@@ -139,7 +138,7 @@ static sn_node *t_node(kvt *t) { return (sn_node *)t->impl; }
 static sn_node *net_node(sim_net *net, uint32_t n) { return n < net->cfg.nodes_max ? &net->node[n] : NULL; }
 
 static sn_region *find_region(sn_node *nd, kvt_region id) {
-    return kvt_region_find(nd->reg, nd->net->cfg.regions_max, id);
+    return kvt_region_find(&nd->reg, id);
 }
 
 static sn_ep *find_ep(sn_node *nd, kvt_ep ep) {
@@ -327,17 +326,17 @@ static kv_status op_reg(kvt *t, void *base, uint64_t len, kvt_mem_kind kind, kvt
     (void)kind;
     sn_node *nd = t_node(t);
     if (nd->crashed) return KV_ECONNRESET;
-    return kvt_region_add(nd->reg, nd->net->cfg.regions_max, &nd->next_region, base, len, out);
+    return kvt_region_add(&nd->reg, base, len, out);
 }
 
 static kv_status op_dereg(kvt *t, kvt_region id) {
     sn_node *nd = t_node(t);
-    return kvt_region_remove(nd->reg, nd->net->cfg.regions_max, id);
+    return kvt_region_remove(&nd->reg, id);
 }
 
 static kv_status op_export_desc(kvt *t, kvt_region id, kvt_desc *out) {
     sn_node *nd = t_node(t);
-    return kvt_region_desc(nd->reg, nd->net->cfg.regions_max, id, out);
+    return kvt_region_desc(&nd->reg, id, out);
 }
 
 static kv_status op_ep_open(kvt *t, uint32_t owner, kvt_ep *out_ep, kvt_addr *out_addr) {
@@ -714,7 +713,7 @@ static void wipe_node(sn_node *nd) {
         nd->ep[e].n_peers = 0;
     }
     nd->n_eps = 0;
-    for (uint32_t r = 0; r < nd->net->cfg.regions_max; r++) memset(&nd->reg[r], 0, sizeof nd->reg[r]);
+    kvt_region_tab_clear(&nd->reg);
     nd->fault_armed = false;
     nd->fault_err = 0;
     nd->fault_n = 0;
@@ -796,7 +795,7 @@ static void wire_tables(sim_net *net) {
         nd->net = net;
         nd->index = n;
         nd->ep = &net->eps[(size_t)n * c->eps_max];
-        nd->reg = &net->regs[(size_t)n * c->regions_max];
+        kvt_region_tab_init(&nd->reg, &net->regs[(size_t)n * c->regions_max], c->regions_max);
         for (uint32_t e = 0; e < c->eps_max; e++)
             nd->ep[e].peer = &net->peers[((size_t)n * c->eps_max + e) * net->peers_max];
         net->kvts[n] = (kvt){.ops = &sim_ops, .impl = nd};
@@ -846,8 +845,8 @@ void sim_net_reset(sim_net *net, sim_choice *choice) {
     for (uint32_t n = 0; n < net->cfg.nodes_max; n++) {
         sn_node *nd = &net->node[n];
         wipe_node(nd);
+        nd->reg.next_id = 1;
         nd->crashed = false;
-        nd->next_region = 1;
     }
     for (uint32_t i = 0; i < net->pkts_total; i++) {
         if (i == net->hw_data && i < net->cfg.packets_max) i = net->cfg.packets_max;

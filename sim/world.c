@@ -185,7 +185,7 @@ kv_status sim_world_new(sim_world **out) {
     w->penv.release = p_release;
     sim_choice_init(&w->choice, NULL, 0, 1);
     sim_rt_cfg rc = {.events_max = 1u << 16, .arena_bytes = 16u << 20, .lat_min_ns = 20000, .lat_max_ns = 200000};
-    sim_net_cfg nc = {.nodes_max = STORE_NODE + 1u, .eps_max = 8, .regions_max = KV_GROUPS_MAX + 2,
+    sim_net_cfg nc = {.nodes_max = STORE_NODE + 1u, .eps_max = 8, .regions_max = KV_NODE_REGIONS_MAX,
                       .packets_max = 4096, .ctrl_bytes_max = 8u << 20, .lat_min_ns = 10000,
                       .lat_max_ns = 100000, .ns_per_kib = 100};
     if (!w->arena || sim_rt_new(&w->penv, &rc, &w->choice, &w->rt) != KV_OK ||

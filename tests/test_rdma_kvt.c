@@ -326,6 +326,42 @@ Test(rdma_kvt, setup_over_ctrl_then_batch_lands_once) {
     cr_assert(guards_intact());
 }
 
+/* A grant (a second registration of B's memory, core/p2p_receiver.c) made
+ * after set-up reaches A before anything B sends later, so A can write
+ * through it; once B deregisters it A's submit is refused, and a WR A had
+ * already posted is refused by B's NIC (the rkey is gone): nothing lands. */
+Test(rdma_kvt, grant_after_setup_is_announced_and_revoked) {
+    kvt_peer pb = link_up();
+    kvt_region g;
+    cr_assert_eq(kvt_reg(B.t, dst_buf + BLK, 64 * BLK, KVT_MEM_HOST, &g), KV_OK);
+    cr_assert_neq(g, rd);
+    cr_assert_eq(kvt_send_ctrl(B.t, B.ep, 0, "KVafter", 7), KV_OK); /* B's peer 0 is A */
+    PUMP_UNTIL(count(&A, KVT_EV_CTRL) == 1); /* the region message went first on the same link */
+    kvt_write w = W(0, 0, BLK);
+    w.remote = g;
+    cr_assert_eq(kvt_submit(A.t, A.ep, pb, &w, 1, 1, 0), KV_OK);
+    PUMP_UNTIL(count(&A, KVT_EV_DONE) == 1);
+    cr_assert_eq(nth(&A, KVT_EV_DONE, 0)->e.done.status, KV_OK);
+    cr_assert(memcmp(dst_buf + BLK, src, BLK) == 0);
+
+    /* posted, then revoked before the NIC runs it */
+    memset(dst_buf + BLK, 0xA5, BLK);
+    w = W(1, 0, BLK);
+    w.remote = g;
+    cr_assert_eq(kvt_submit(A.t, A.ep, pb, &w, 1, 2, 0), KV_OK);
+    cr_assert_eq(kvt_dereg(B.t, g), KV_OK);
+    PUMP_UNTIL(count(&A, KVT_EV_DONE) == 2);
+    cr_assert_eq(nth(&A, KVT_EV_DONE, 1)->e.done.status, KV_ERANGE, "the revoked rkey is refused by B's NIC");
+    cr_assert_eq(kvt_send_ctrl(B.t, B.ep, 0, "KVafter2", 8), KV_OK);
+    PUMP_UNTIL(count(&A, KVT_EV_CTRL) == 2);
+    /* A has heard of the revocation: refused at submit, nothing posted */
+    uint32_t posted = wr_n;
+    cr_assert_eq(kvt_submit(A.t, A.ep, pb, &w, 1, 3, 0), KV_ERANGE);
+    cr_assert_eq(wr_n, posted);
+    for (uint32_t k = 0; k < BLK; k++) cr_assert_eq(dst_buf[BLK + k], 0xA5, "a revoked grant was written");
+    cr_assert(guards_intact());
+}
+
 Test(rdma_kvt, user_ctrl_passes_through_setup_magic_refused) {
     kvt_peer pb = link_up();
     cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "KVhello", 7), KV_OK);

@@ -415,6 +415,35 @@ Test(sim_net, dereg_before_delivery_fails_entry, .fini = teardown_net) {
     cr_expect_eq(dst[0], 0);
 }
 
+/* A grant (a second registration of the same memory) revoked before the
+ * WRITE to it arrives: the entry fails; the first registration still
+ * takes writes. */
+Test(sim_net, revoked_grant_fails_in_flight_base_region_still_works, .fini = teardown_net) {
+    setup_net(2, 100, 100, 1, NULL, 0);
+    link l = make_link(0, 1);
+    static uint8_t src[16], dst[16];
+    memset(src, 1, sizeof src);
+    memset(dst, 0, sizeof dst);
+    kvt_region rs, rd, g;
+    cr_assert_eq(kvt_reg(T(0), src, sizeof src, KVT_MEM_HOST, &rs), KV_OK);
+    cr_assert_eq(kvt_reg(T(1), dst, sizeof dst, KVT_MEM_HOST, &rd), KV_OK);
+    cr_assert_eq(kvt_reg(T(1), dst, sizeof dst, KVT_MEM_HOST, &g), KV_OK);
+    cr_assert_neq(g, rd);
+    kvt_write w = W(rs, 0, g, 0, 16);
+    cr_assert_eq(kvt_submit(T(0), l.ep[0], l.peer, &w, 1, 1, 0), KV_OK);
+    cr_assert_eq(kvt_dereg(T(1), g), KV_OK);
+    run_all();
+    cr_assert_not_null(find_done(1));
+    cr_expect_eq(find_done(1)->done.status, KV_ERANGE);
+    cr_expect_eq(dst[0], 0);
+    w = W(rs, 0, rd, 0, 16);
+    cr_assert_eq(kvt_submit(T(0), l.ep[0], l.peer, &w, 1, 2, 0), KV_OK);
+    run_all();
+    cr_assert_not_null(find_done(2));
+    cr_expect_eq(find_done(2)->done.status, KV_OK);
+    cr_expect_eq(dst[15], 1);
+}
+
 /* ---- deadlines and faults ---- */
 
 Test(sim_net, deadline_timeout_never_applies_later, .fini = teardown_net) {

@@ -225,6 +225,37 @@ Test(tcp, write_batch_lands_once) {
     cr_assert_eq(count(&B, KVT_EV_DONE) + count(&B, KVT_EV_CTRL), 0, "no events on the target");
 }
 
+/* A grant (a second registration of B's memory) revoked while A's WRITE to
+ * it is on the wire: the entry fails on B, nothing lands, and the same
+ * memory stays writable through its first registration. */
+Test(tcp, revoked_grant_fails_writes_in_flight) {
+    kvt_region rs, rd, g;
+    kvt_peer pb;
+    regions(&rs, &rd);
+    cr_assert_eq(kvt_reg(B.t, dst_buf + BLK, 64 * BLK, KVT_MEM_HOST, &g), KV_OK);
+    cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
+    cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "hi", 2), KV_OK);
+    PUMP_UNTIL(count(&B, KVT_EV_CTRL) == 1);
+    B.polling = false;
+    kvt_write w = {.local = rs, .local_off = 0, .remote = g, .remote_off = 0, .len = BLK};
+    cr_assert_eq(kvt_submit(A.t, A.ep, pb, &w, 1, 1, 0), KV_OK);
+    pump_for_ms(20); /* on the wire, B not reading */
+    cr_assert_eq(kvt_dereg(B.t, g), KV_OK);
+    B.polling = true;
+    PUMP_UNTIL(count(&A, KVT_EV_DONE) == 1);
+    const rec *d = find(&A, KVT_EV_DONE);
+    cr_assert_eq(d->e.done.status, KV_ERANGE);
+    cr_assert_eq(d->e.done.n_failed, 1);
+    for (uint32_t k = 0; k < 64 * BLK; k++) cr_assert_eq(dst_buf[BLK + k], 0xA5, "byte %u written", k);
+    cr_assert_eq(count(&A, KVT_EV_PEER_DOWN) + count(&B, KVT_EV_PEER_DOWN), 0, "a revoke fails no connection");
+    w.remote = rd;
+    cr_assert_eq(kvt_submit(A.t, A.ep, pb, &w, 1, 2, 0), KV_OK);
+    PUMP_UNTIL(count(&A, KVT_EV_DONE) == 2);
+    cr_assert_eq(A.r[A.n - 1].e.done.status, KV_OK);
+    cr_assert(memcmp(dst_buf + BLK, src, BLK) == 0);
+    cr_assert(guards_intact());
+}
+
 Test(tcp, write_out_of_range_fails_entries) {
     kvt_region rs, rd;
     kvt_peer pb;

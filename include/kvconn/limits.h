@@ -15,5 +15,9 @@
 #define KV_PULL_REQS_MAX 32u      /* requests in one D->P pull message */
 #define KV_ERR_MSG_MAX 96u        /* bytes of an ERROR response's message */
 #define KV_ADDR_MAX 48u           /* bytes of a transport address string */
+#define KV_RECV_BATCHES_MAX 32u   /* pulls one D rank's receiver has open at once */
+/* Regions one node registers at most: its KV groups, plus one grant per group
+ * for every open pull (core/p2p_receiver.c), plus two spare. */
+#define KV_NODE_REGIONS_MAX (KV_GROUPS_MAX * (1u + KV_RECV_BATCHES_MAX) + 2u)
 
 #endif

@@ -17,7 +17,13 @@
  *    the endpoint's owner actor as a KVT_MSG_EVENT message.
  *  - control messages are small, ordered per peer (vLLM's ZMQ side channel).
  *  - remote memory is (region, offset), never an address; every backend bounds
- *    checks it on the side that owns the memory. */
+ *    checks it on the side that owns the memory.
+ *  - grants: registering memory that is already registered gives a new,
+ *    independent id over it. Once dereg returns, no WRITE to the old id
+ *    lands, whether submitted later or already in flight (it fails at
+ *    delivery: KV_ERANGE), and the memory stays reachable through its other
+ *    ids. D's receiver uses this to revoke a pull it gave up on
+ *    (core/p2p_receiver.c). */
 #ifndef KVCONN_TRANSPORT_H
 #define KVCONN_TRANSPORT_H
 

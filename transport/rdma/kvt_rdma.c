@@ -19,7 +19,7 @@
 #include "transport/tcp/tcp.h"
 
 enum { L_NONE = 0, L_SENT = 1, L_READY = 2 };
-enum { S_SETUP = 1, S_ACK = 2 };
+enum { S_SETUP = 1, S_ACK = 2, S_REGION = 3 };
 
 /* Raw struct bytes: both ends run the same build (as the bridge's payloads). */
 typedef struct setup_msg {
@@ -29,6 +29,15 @@ typedef struct setup_msg {
     uint32_t n_regions;
     kvt_rdma_remote_region region[KVT_RDMA_REGIONS_MAX];
 } setup_msg;
+
+/* A region registered (add = 1) or deregistered after set-up. */
+typedef struct region_msg {
+    char magic[4];
+    uint32_t type; /* S_REGION */
+    uint32_t add;
+    uint32_t pad_;
+    kvt_rdma_remote_region region; /* add: all of it; remove: id only */
+} region_msg;
 
 typedef struct rlink {
     uint8_t state;
@@ -71,14 +80,37 @@ static rlink *link_of(rdma_kvt *r, kvt_ep ep, kvt_peer peer) {
 
 /* ---- memory ------------------------------------------------------------------------ */
 
+static kv_status send_region(rdma_kvt *r, kvt_ep ep, kvt_peer peer, bool add, const kvt_rdma_remote_region *rr) {
+    region_msg m;
+    memset(&m, 0, sizeof m);
+    memcpy(m.magic, KVT_RDMA_SETUP_MAGIC, 4);
+    m.type = S_REGION;
+    m.add = add;
+    m.region = *rr;
+    return kvt_send_ctrl(r->ctrl, ep, peer, &m, (uint32_t)sizeof m);
+}
+
+/* Every link that has sent its SETUP hears of the change; one not set up
+ * yet sends the whole table when it is. */
+static void announce(rdma_kvt *r, bool add, const kvt_rdma_remote_region *rr) {
+    for (uint32_t e = 0; e < KVT_TCP_EPS_MAX; e++)
+        for (uint32_t k = 0; k < KVT_TCP_PEERS_MAX; k++)
+            if (r->link[e][k].state != L_NONE && send_region(r, e, k, add, rr) != KV_OK)
+                kv_logf(r->env, KV_LOG_WARN, "rdma: region %u %s not announced to peer %u", rr->id,
+                        add ? "added" : "removed", k);
+}
+
 static kv_status op_reg(kvt *t, void *base, uint64_t len, kvt_mem_kind kind, kvt_region *out) {
     rdma_kvt *r = R(t);
     if (!base || !len || !out) return KV_EINVAL;
     if (kind != KVT_MEM_HOST) return KV_ENOSYS; /* GPUDirect (a CUDA MR) is not wired */
     if (r->n_regs >= KVT_RDMA_REGIONS_MAX) return KV_ENOMEM;
     kv_status st = kvt_rdma_reg(r->q, base, len, out);
-    if (st == KV_OK) r->regs[r->n_regs++] = *out;
-    return st;
+    if (st != KV_OK) return st;
+    r->regs[r->n_regs++] = *out;
+    kvt_rdma_remote_region rr;
+    if (kvt_rdma_export(r->q, *out, &rr) == KV_OK) announce(r, true, &rr);
+    return KV_OK;
 }
 
 static kv_status op_dereg(kvt *t, kvt_region id) {
@@ -86,6 +118,7 @@ static kv_status op_dereg(kvt *t, kvt_region id) {
     kv_status st = kvt_rdma_dereg(r->q, id);
     for (uint32_t i = 0; st == KV_OK && i < r->n_regs; i++)
         if (r->regs[i] == id) r->regs[i] = r->regs[--r->n_regs];
+    if (st == KV_OK) announce(r, false, &(kvt_rdma_remote_region){.id = id});
     return st;
 }
 
@@ -132,9 +165,26 @@ static kv_status start_link(rdma_kvt *r, kvt_ep ep, kvt_peer peer) {
     return st;
 }
 
+static void on_region(rdma_kvt *r, const kvt_event *ev, const uint8_t *bytes) {
+    region_msg m;
+    memcpy(&m, bytes, sizeof m);
+    rlink *l = link_of(r, ev->ep, ev->peer);
+    if (!l || l->state == L_NONE) return; /* no QP: the next set-up brings the whole table */
+    kv_status st = kvt_rdma_peer_region(r->q, l->qp_peer, m.add ? &m.region : NULL, m.region.id);
+    if (st != KV_OK)
+        kv_logf(r->env, KV_LOG_ERROR, "rdma: region update from peer %u failed: %s", ev->peer, kv_status_str(st));
+}
+
 static void on_setup(rdma_kvt *r, const kvt_event *ev, const uint8_t *bytes) {
     setup_msg m;
     rlink *l = link_of(r, ev->ep, ev->peer);
+    uint32_t type = 0;
+    if (ev->len >= 8) memcpy(&type, bytes + 4, sizeof type);
+    if (type == S_REGION) {
+        if (ev->len == sizeof(region_msg)) on_region(r, ev, bytes);
+        else kv_logf(r->env, KV_LOG_ERROR, "rdma: malformed region message (%u bytes) dropped", ev->len);
+        return;
+    }
     if (!l || ev->len != sizeof m) {
         kv_logf(r->env, KV_LOG_ERROR, "rdma: malformed set-up message (%u bytes) dropped", ev->len);
         return;

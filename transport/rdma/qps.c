@@ -37,8 +37,8 @@ struct kvt_rdma_qps {
     const kv_env *env;        /* borrowed */
     const kvt_rdma_verbs *v;  /* borrowed */
     uint32_t max_outstanding;
-    kvt_region next_region;
-    kvt_region_entry reg[KVT_RDMA_REGIONS_MAX];
+    kvt_region_entry reg_store[KVT_RDMA_REGIONS_MAX];
+    kvt_region_tab reg;
     kvt_rdma_mr mr[KVT_RDMA_REGIONS_MAX]; /* by reg[] slot */
     rq_peer peer[KVT_RDMA_QPS_MAX];
     rq_batch batch[KVT_RDMA_BATCHES_MAX];
@@ -69,7 +69,7 @@ kv_status kvt_rdma_qps_new(const kv_env *env, const kvt_rdma_verbs *verbs, uint3
     q->env = env;
     q->v = verbs;
     q->max_outstanding = max_outstanding;
-    q->next_region = 1;
+    kvt_region_tab_init(&q->reg, q->reg_store, KVT_RDMA_REGIONS_MAX);
     *out = q;
     return KV_OK;
 }
@@ -78,15 +78,14 @@ void kvt_rdma_qps_free(kvt_rdma_qps *q) {
     if (!q) return;
     for (uint32_t i = 0; i < KVT_RDMA_QPS_MAX; i++)
         if (q->peer[i].used && q->peer[i].qp) q->v->destroy_qp(q->v->ctx, q->peer[i].qp);
-    for (uint32_t i = 0; i < KVT_RDMA_REGIONS_MAX; i++)
-        if (q->reg[i].used) q->v->dereg_mr(q->v->ctx, &q->mr[i]);
+    for (uint32_t i = 0; i < q->reg.hw; i++)
+        if (q->reg.e[i].used) q->v->dereg_mr(q->v->ctx, &q->mr[i]);
     kv_release(q->env, q);
 }
 
-static uint32_t reg_slot(const kvt_rdma_qps *q, kvt_region id) {
-    for (uint32_t i = 0; i < KVT_RDMA_REGIONS_MAX; i++)
-        if (q->reg[i].used && q->reg[i].id == id) return i;
-    return UINT32_MAX;
+static uint32_t reg_slot(kvt_rdma_qps *q, kvt_region id) {
+    const kvt_region_entry *r = kvt_region_find(&q->reg, id);
+    return r ? kvt_region_slot(&q->reg, r) : UINT32_MAX;
 }
 
 kv_status kvt_rdma_reg(kvt_rdma_qps *q, void *base, uint64_t len, kvt_region *out) {
@@ -94,7 +93,7 @@ kv_status kvt_rdma_reg(kvt_rdma_qps *q, void *base, uint64_t len, kvt_region *ou
     kvt_rdma_mr mr;
     kv_status st = q->v->reg_mr(q->v->ctx, base, len, &mr);
     if (st != KV_OK) return st;
-    st = kvt_region_add(q->reg, KVT_RDMA_REGIONS_MAX, &q->next_region, base, len, out);
+    st = kvt_region_add(&q->reg, base, len, out);
     if (st != KV_OK) {
         q->v->dereg_mr(q->v->ctx, &mr);
         return st;
@@ -107,13 +106,13 @@ kv_status kvt_rdma_dereg(kvt_rdma_qps *q, kvt_region r) {
     uint32_t s = reg_slot(q, r);
     if (s == UINT32_MAX) return KV_ENOENT;
     q->v->dereg_mr(q->v->ctx, &q->mr[s]);
-    return kvt_region_remove(q->reg, KVT_RDMA_REGIONS_MAX, r);
+    return kvt_region_remove(&q->reg, r);
 }
 
 kv_status kvt_rdma_export(kvt_rdma_qps *q, kvt_region r, kvt_rdma_remote_region *out) {
     uint32_t s = reg_slot(q, r);
     if (s == UINT32_MAX || !out) return KV_ENOENT;
-    *out = (kvt_rdma_remote_region){.id = r, .addr = q->mr[s].addr, .len = q->reg[s].len, .rkey = q->mr[s].rkey};
+    *out = (kvt_rdma_remote_region){.id = r, .addr = q->mr[s].addr, .len = q->reg.e[s].len, .rkey = q->mr[s].rkey};
     return KV_OK;
 }
 
@@ -146,6 +145,20 @@ kv_status kvt_rdma_peer_connect(kvt_rdma_qps *q, kvt_peer pi, const kvt_rdma_qp_
     return KV_OK;
 }
 
+kv_status kvt_rdma_peer_region(kvt_rdma_qps *q, kvt_peer pi, const kvt_rdma_remote_region *add, kvt_region del) {
+    if (pi >= KVT_RDMA_QPS_MAX || !q->peer[pi].used) return KV_ENOENT;
+    rq_peer *p = &q->peer[pi];
+    for (uint32_t i = 0; i < p->n_regions; i++) {
+        kvt_region id = p->region[i].id;
+        if (id != del && !(add && id == add->id)) continue;
+        p->region[i--] = p->region[--p->n_regions]; /* order is not kept: lookups are by id */
+    }
+    if (!add) return KV_OK;
+    if (p->n_regions == KVT_RDMA_REGIONS_MAX) return KV_ENOMEM;
+    p->region[p->n_regions++] = *add;
+    return KV_OK;
+}
+
 static const kvt_rdma_remote_region *remote_find(const rq_peer *p, kvt_region id) {
     for (uint32_t i = 0; i < p->n_regions; i++)
         if (p->region[i].id == id) return &p->region[i];
@@ -156,7 +169,7 @@ static const kvt_rdma_remote_region *remote_find(const rq_peer *p, kvt_region id
 static kv_status check_batch(kvt_rdma_qps *q, const rq_peer *p, const kvt_write *w, uint32_t n) {
     for (uint32_t i = 0; i < n; i++) {
         uint32_t s = reg_slot(q, w[i].local);
-        if (s == UINT32_MAX || !kvt_range_ok(&q->reg[s], w[i].local_off, w[i].len)) return KV_ERANGE;
+        if (s == UINT32_MAX || !kvt_range_ok(&q->reg.e[s], w[i].local_off, w[i].len)) return KV_ERANGE;
         const kvt_rdma_remote_region *r = remote_find(p, w[i].remote);
         if (!r || w[i].remote_off > r->len || w[i].len > r->len - w[i].remote_off) return KV_ERANGE;
     }

@@ -43,7 +43,7 @@
 #include "kvconn/transport.h"
 
 #define KVT_RDMA_QPS_MAX 64u        /* peers (one RC QP each) */
-#define KVT_RDMA_REGIONS_MAX 16u    /* regions per side */
+#define KVT_RDMA_REGIONS_MAX KV_NODE_REGIONS_MAX /* regions per side */
 #define KVT_RDMA_BATCHES_MAX 1024u  /* batches in flight */
 #define KVT_RDMA_WC_BATCH 64u       /* completions reaped per poll_cq call */
 
@@ -123,6 +123,11 @@ kv_status kvt_rdma_peer_new(kvt_rdma_qps *q, kvt_peer *out, kvt_rdma_qp_info *in
 /* The peer's answer arrived: its QP info and region table; QP to RTS. */
 kv_status kvt_rdma_peer_connect(kvt_rdma_qps *q, kvt_peer p, const kvt_rdma_qp_info *remote,
                                 const kvt_rdma_remote_region *regions, uint32_t n_regions);
+/* The peer registered (add) or deregistered (del, when add is NULL) one
+ * region after set-up: its table for peer p changes; a later submit to a
+ * removed id is refused with KV_ERANGE (and the peer's NIC refuses WRs
+ * already posted with its revoked rkey: REM_ACCESS_ERR). */
+kv_status kvt_rdma_peer_region(kvt_rdma_qps *q, kvt_peer p, const kvt_rdma_remote_region *add, kvt_region del);
 /* Posts a batch: KV_EINVAL / KV_ENOENT / KV_ERANGE (local or remote range),
  * KV_EFULL (per-QP outstanding limit or batch table) post nothing and
  * complete never; KV_OK completes exactly once. */
@@ -140,7 +145,13 @@ kv_status kvt_rdma_wc_status(uint32_t wc_status);
  * WRITE per entry, straight from our registered region into the peer's),
  * control and connection set-up through a TCP kvt (tcp.h) it owns:
  *   - ep_open, send_ctrl, the ctrl events and PEER_DOWN are the TCP kvt's;
- *   - reg/dereg/export_desc register memory with the NIC (host only);
+ *   - reg/dereg/export_desc register memory with the NIC (host only); a
+ *     reg or dereg after set-up is announced to every link (REGION ctrl
+ *     message, ordered before anything sent after it on that link), so
+ *     per-pull grants (transport.h) work: the peer learns a grant before the
+ *     pull that names it, and a revoked one is refused at submit and, for
+ *     WRs already posted, by our NIC (the MR and its rkey are gone). Each
+ *     grant is an ibv_reg_mr here; memory windows would be the cheap way;
  *   - connect(ep, addr) connects the TCP ctrl channel and starts the QP
  *     set-up: our QP is created and a SETUP ctrl message (our QP info and
  *     region table: id, addr, len, rkey) goes to the peer, which creates its

@@ -150,11 +150,11 @@ typedef struct tcp {
     kvt self;
     char host[16]; /* IPv4 literal */
     uint32_t n_eps;
-    kvt_region next_region;
     uint64_t poll_no;
     uint64_t wire_seq;
     tc_ep *ep;         /* [EPS_MAX] */
-    tc_region reg[KVT_TCP_REGIONS_MAX];
+    tc_region reg_store[KVT_TCP_REGIONS_MAX];
+    kvt_region_tab reg;
     tc_conn *conn;     /* [CONNS_MAX] */
     tc_batch *batch;   /* [BATCHES_MAX] */
     uint8_t *rx_slab;  /* [CONNS_MAX * RX_CAP] */
@@ -187,7 +187,7 @@ static uint32_t get32(const uint8_t *p) {
 }
 static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
 
-static tc_region *find_region(tcp *s, kvt_region id) { return kvt_region_find(s->reg, KVT_TCP_REGIONS_MAX, id); }
+static tc_region *find_region(tcp *s, kvt_region id) { return kvt_region_find(&s->reg, id); }
 
 static tc_ep *find_ep(tcp *s, kvt_ep ep) { return (ep < s->n_eps && s->ep[ep].open) ? &s->ep[ep] : NULL; }
 
@@ -377,17 +377,28 @@ static kv_status op_reg(kvt *t, void *base, uint64_t len, kvt_mem_kind kind, kvt
     tcp *s = T(t);
     if (!base || len == 0 || !out) return KV_EINVAL;
     if (kind != KVT_MEM_HOST) return KV_ENOSYS;
-    return kvt_region_add(s->reg, KVT_TCP_REGIONS_MAX, &s->next_region, base, len, out);
+    return kvt_region_add(&s->reg, base, len, out);
+}
+
+/* Another live registration covers all of r's memory (a grant over a
+ * region that stays registered). */
+static bool still_covered(tcp *s, const tc_region *r) {
+    for (uint32_t i = 0; i < s->reg.hw; i++) {
+        const tc_region *o = &s->reg.e[i];
+        if (o != r && o->used && o->base <= r->base && r->base + r->len <= o->base + o->len) return true;
+    }
+    return false;
 }
 
 /* Queued data still pointing into the region would be read after the
  * caller frees it: those connections fail first (their batches complete
  * KV_ECONNRESET). Deregistering memory with transfers in flight is the
- * caller's error; this keeps it from becoming a use after free. */
+ * caller's error; this keeps it from becoming a use after free. Revoking a
+ * grant whose memory stays registered frees nothing and fails nothing. */
 static kv_status op_dereg(kvt *t, kvt_region id) {
     tcp *s = T(t);
     const tc_region *r = find_region(s, id);
-    if (r) {
+    if (r && !still_covered(s, r)) {
         for (uint32_t ci = 0; ci < KVT_TCP_CONNS_MAX; ci++) {
             tc_conn *c = &s->conn[ci];
             bool hit = false;
@@ -400,11 +411,11 @@ static kv_status op_dereg(kvt *t, kvt_region id) {
             conn_fail(s, ci);
         }
     }
-    return kvt_region_remove(s->reg, KVT_TCP_REGIONS_MAX, id);
+    return kvt_region_remove(&s->reg, id);
 }
 
 static kv_status op_export_desc(kvt *t, kvt_region id, kvt_desc *out) {
-    return kvt_region_desc(T(t)->reg, KVT_TCP_REGIONS_MAX, id, out);
+    return kvt_region_desc(&T(t)->reg, id, out);
 }
 
 /* ---- transport ops: endpoints ---------------------------------------------------- */
@@ -1028,7 +1039,7 @@ kv_status kvt_tcp_new(const kv_env *env, const char *bind_host, kvt **out) {
     s->env = env;
     s->self = (kvt){.ops = &tcp_ops, .impl = s};
     memcpy(s->host, bind_host, hl);
-    s->next_region = 1;
+    kvt_region_tab_init(&s->reg, s->reg_store, KVT_TCP_REGIONS_MAX);
     if (!alloc_tables(s)) {
         op_close(&s->self);
         return KV_ENOMEM;

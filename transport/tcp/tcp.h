@@ -44,7 +44,7 @@
 
 #define KVT_TCP_EPS_MAX 16u        /* endpoints per kvt */
 #define KVT_TCP_PEERS_MAX 64u      /* peers per endpoint */
-#define KVT_TCP_REGIONS_MAX 16u    /* registered regions per kvt */
+#define KVT_TCP_REGIONS_MAX KV_NODE_REGIONS_MAX /* registered regions per kvt */
 #define KVT_TCP_BATCHES_MAX 1024u  /* in-flight batches per kvt (power of 2) */
 #define KVT_TCP_CONNS_MAX 64u      /* open TCP connections per kvt */
 #define KVT_TCP_POLL_EVENTS_MAX 256u /* events one poll() hands out at most */
