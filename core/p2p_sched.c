@@ -161,8 +161,8 @@ kv_status kv_p2p_sched_new(kv_engine *e, kv_conn_sched *out) {
     if (!c) return KV_ENOMEM;
     c->e = e;
     for (uint32_t i = 0; i < 2; i++) {
-        c->buf[i].recv = kv_alloc(e->env, e->cfg.reqs_max * sizeof c->buf[i].recv[0]);
-        c->buf[i].send = kv_alloc(e->env, e->cfg.reqs_max * sizeof c->buf[i].send[0]);
+        c->buf[i].recv = kv_alloc_scratch(e->env, e->cfg.reqs_max * sizeof c->buf[i].recv[0]);
+        c->buf[i].send = kv_alloc_scratch(e->env, e->cfg.reqs_max * sizeof c->buf[i].send[0]);
         if (!c->buf[i].recv || !c->buf[i].send) {
             kv_conn_sched tmp = {.self = c};
             kv_p2p_sched_free(e, &tmp);

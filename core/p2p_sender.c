@@ -51,7 +51,11 @@ typedef struct snd_entry {
     kv_block_table blocks;
 } snd_entry;
 
-enum { PREQ_WAIT = 0, PREQ_ROUND = 1, PREQ_DONE = 2 };
+/* WAIT: its entry is not ready; ROUND: in the round in flight (its entry's
+ * `sending` counts it); FAILED: given up without a round (ready-wait
+ * timeout, peer lost), answered as an error with the next response; DONE:
+ * answered. */
+enum { PREQ_WAIT = 0, PREQ_ROUND = 1, PREQ_DONE = 2, PREQ_FAILED = 3 };
 
 typedef struct snd_preq {
     uint32_t d_req, tid;
@@ -143,7 +147,7 @@ static void respond(kv_p2p_sender *s, snd_pull *p, uint32_t status, const char *
     if (msg) snprintf(r->err_msg, sizeof r->err_msg, "%s", msg);
     for (uint32_t i = 0; i < p->n_reqs; i++) {
         snd_preq *q = &p->req[i];
-        if (q->state != PREQ_ROUND) continue;
+        if (q->state != PREQ_ROUND && q->state != PREQ_FAILED) continue;
         q->state = PREQ_DONE;
         if (q->ok && !s->fault_err_req) r->ok[r->n_ok++] = q->d_req;
         else r->err[r->n_err++] = q->d_req;
@@ -203,7 +207,7 @@ static void fail_waiting(kv_p2p_sender *s, snd_pull *p) {
     for (uint32_t i = 0; i < p->n_reqs; i++) {
         snd_preq *q = &p->req[i];
         if (q->state != PREQ_WAIT) continue;
-        q->state = PREQ_ROUND;
+        q->state = PREQ_FAILED; /* not ROUND: it never counted in its entry's `sending` */
         q->ok = 0;
         snd_entry *e = find_entry(s, q->tid);
         if (e && e->p_req == KV_REQ_NONE && e->sending == 0) memset(e, 0, sizeof *e);
