@@ -20,6 +20,7 @@
 
 #include "core/block_pool.h"
 #include "core/kv_data.h"
+#include "core/kvmem.h"
 #include "core/msgs.h"
 #include "kvconn/actor.h"
 #include "kvconn/connector.h"
@@ -106,6 +107,7 @@ typedef struct kv_engine_cfg {
     uint32_t proxy_actor;     /* request completions go here */
     uint32_t bootstrap_actor;
     kvt_addr store_addr;      /* the KV store's endpoint (store connector) */
+    kv_kvmem kvmem;           /* where KV blocks live (core/kvmem.h); ops NULL: host */
 } kv_engine_cfg;
 
 /* One scheduled request in the frozen step, as the workers see it. */

@@ -195,20 +195,30 @@ uint64_t kv_block_hash_m(kv_digest_memo *m, uint64_t parent, uint32_t pos, uint3
     return hash_of(parent, memo_digest(m, pos), group);
 }
 
+uint64_t kv_block_digest_m(kv_digest_memo *m, uint32_t pos) { return memo_digest(m, pos); }
+
+void kv_fill_block_digest(uint8_t *out, uint64_t digest, uint32_t group, uint32_t head_lo, uint32_t head_hi,
+                          uint32_t head_bytes) {
+    for (uint32_t h = head_lo; h < head_hi; h++)
+        (void)head_bytes_do(out + (size_t)(h - head_lo) * head_bytes, NULL, head_key(digest, group, h), head_bytes);
+}
+
+bool kv_verify_block_digest(const uint8_t *have, uint64_t digest, uint32_t group, uint32_t head_lo,
+                            uint32_t head_hi, uint32_t head_bytes) {
+    for (uint32_t h = head_lo; h < head_hi; h++)
+        if (!head_bytes_do(NULL, have + (size_t)(h - head_lo) * head_bytes, head_key(digest, group, h), head_bytes))
+            return false;
+    return true;
+}
+
 void kv_fill_block_m(uint8_t *out, kv_digest_memo *m, uint32_t pos, uint32_t group, uint32_t head_lo,
                      uint32_t head_hi, uint32_t head_bytes) {
-    uint64_t d = memo_digest(m, pos);
-    for (uint32_t h = head_lo; h < head_hi; h++)
-        (void)head_bytes_do(out + (size_t)(h - head_lo) * head_bytes, NULL, head_key(d, group, h), head_bytes);
+    kv_fill_block_digest(out, memo_digest(m, pos), group, head_lo, head_hi, head_bytes);
 }
 
 bool kv_verify_block_m(const uint8_t *have, kv_digest_memo *m, uint32_t pos, uint32_t group,
                        uint32_t head_lo, uint32_t head_hi, uint32_t head_bytes) {
-    uint64_t d = memo_digest(m, pos);
-    for (uint32_t h = head_lo; h < head_hi; h++)
-        if (!head_bytes_do(NULL, have + (size_t)(h - head_lo) * head_bytes, head_key(d, group, h), head_bytes))
-            return false;
-    return true;
+    return kv_verify_block_digest(have, memo_digest(m, pos), group, head_lo, head_hi, head_bytes);
 }
 
 void kv_heads_of(uint32_t tp, uint32_t rank, uint32_t *lo, uint32_t *hi) {

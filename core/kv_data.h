@@ -59,6 +59,14 @@ void kv_fill_block_m(uint8_t *out, kv_digest_memo *m, uint32_t pos, uint32_t gro
                      uint32_t head_hi, uint32_t head_bytes);
 bool kv_verify_block_m(const uint8_t *have, kv_digest_memo *m, uint32_t pos, uint32_t group,
                        uint32_t head_lo, uint32_t head_hi, uint32_t head_bytes);
+/* The digest a block's bytes derive from (what kv_fill_block_m uses), and
+ * the bytes of a digest: the same values, for a caller that computes the
+ * digest here and the bytes elsewhere (core/kvmem.h). */
+uint64_t kv_block_digest_m(kv_digest_memo *m, uint32_t pos);
+void kv_fill_block_digest(uint8_t *out, uint64_t digest, uint32_t group, uint32_t head_lo, uint32_t head_hi,
+                          uint32_t head_bytes);
+bool kv_verify_block_digest(const uint8_t *have, uint64_t digest, uint32_t group, uint32_t head_lo,
+                            uint32_t head_hi, uint32_t head_bytes);
 /* The growing last block of a request: its digest chain over tokens
  * [pos * block_size, n), so the next step's digest of the same block takes
  * only the new tokens (a decode step adds one). */

@@ -46,8 +46,12 @@ static void start_load(void *self) {
         if (m->n_recv) kv_rt_post(w->rt, c->receiver_actor, KV_M_P2P_RECV_FLUSH, NULL, 0);
     }
     if (c->sender) {
-        for (uint32_t i = 0; i < m->n_send; i++)
+        for (uint32_t i = 0; i < m->n_send; i++) {
+            /* the forward pass that finished these blocks ran: make them
+             * readable for the sender's WRITEs before it learns of them */
+            if (m->send[i].filled) kv_worker_expose_table(w, &m->send[i].blocks);
             kv_rt_post(w->rt, c->sender_actor, KV_M_P2P_SEND_RECORD, &m->send[i], sizeof m->send[i]);
+        }
         for (uint32_t i = 0; i < m->not_processed.n; i++)
             kv_rt_post(w->rt, c->sender_actor, KV_M_P2P_NOT_PROCESSED, &m->not_processed.id[i],
                        sizeof m->not_processed.id[i]);
@@ -85,7 +89,7 @@ static void verify(p2p_worker *c, const kv_p2p_pull *p) {
             /* outside the window P no longer holds it: no content promised */
             if (id == KV_NULL_BLOCK || p->first_pos[g] + i < dead) continue;
             w->verified_blocks++;
-            if (kv_verify_block_m(kv_worker_block(w, g, id), &dm, p->first_pos[g] + i, g, w->head_lo, w->head_hi,
+            if (kv_verify_block_m(kv_worker_kv(w, g, id), &dm, p->first_pos[g] + i, g, w->head_lo, w->head_hi,
                                   w->cfg.head_bytes))
                 continue;
             kv_violate(w->env, KV_INV_DATA, w->cfg.index, p->d_req,
@@ -98,6 +102,7 @@ static void verify(p2p_worker *c, const kv_p2p_pull *p) {
 
 static void on_recv_done(p2p_worker *c, const kv_m_recv_done *d) {
     if (!d->failed) {
+        kv_worker_absorb_table(c->w, &d->pull.blocks); /* every WRITE of the pull has landed */
         verify(c, &d->pull);
     } else if (d->pull.blocks.n_groups > 1) {
         kv_id_list_add(&c->failed_recving, d->d_req); /* HMA: request-level */

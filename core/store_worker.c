@@ -124,7 +124,7 @@ static void issue_save(store_worker *c, const kv_store_req_meta *rm) {
                            w->capacity);
                 return;
             }
-            const uint8_t *bytes = kv_worker_block(w, g, id);
+            const uint8_t *bytes = kv_worker_kv(w, g, id);
             if (!kv_verify_block_m(bytes, &dm, pos, g, w->head_lo, w->head_hi, cfg->head_bytes)) {
                 SW_VIOLATE(c, rm->id,
                            "save of request %u: group %u block %u (position %u) does not hold the request's KV "
@@ -229,7 +229,8 @@ static void on_load_done(store_worker *c, const kv_m_store_load_done *d) {
                 failed_block(d, g, id))
                 continue;
             w->verified_blocks++;
-            if (kv_verify_block_m(kv_worker_block(w, g, id), &dm, pos, g, w->head_lo, w->head_hi, cfg->head_bytes))
+            kv_worker_absorb(w, g, &id, 1); /* the store receiver wrote its host bytes */
+            if (kv_verify_block_m(kv_worker_kv(w, g, id), &dm, pos, g, w->head_lo, w->head_hi, cfg->head_bytes))
                 continue;
             kv_violate(w->env, KV_INV_DATA, cfg->index, d->id,
                        "request %u group %u block %u (position %u) rank %u: bytes loaded from the store are not its KV",

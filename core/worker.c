@@ -28,11 +28,14 @@ static void forward(kv_worker *w, const kv_step *st) {
         tl->tokens = q->tokens;
         for (uint32_t g = 0; g < w->cfg.n_groups; g++) {
             bool mamba = w->cfg.group[g].kind == KV_GROUP_MAMBA;
+            kv_kvmem_fill f[KV_REQ_BLOCKS_MAX];
+            uint32_t n = 0;
             for (uint32_t pos = mamba ? last - 1 : first; pos < last && pos < q->blocks.n[g]; pos++) {
                 uint32_t id = q->blocks.id[g][pos];
                 if (id == KV_NULL_BLOCK) continue;
-                kv_fill_block_m(kv_worker_block(w, g, id), &dm, pos, g, w->head_lo, w->head_hi, w->cfg.head_bytes);
+                f[n++] = (kv_kvmem_fill){.block = id, .group = g, .digest = kv_block_digest_m(&dm, pos)};
             }
+            if (n) w->mem->fill(w->memh[g], f, n);
         }
     }
 }
@@ -88,10 +91,15 @@ kv_status kv_worker_new(kv_engine *e, uint32_t rank, kvt *t, kv_conn_kind kind, 
              e->cfg.index, rank);
     kv_status st = kv_rt_spawn(e->rt, name, e->cfg.node, main_handle, w, 1u << 17, &w->main_actor);
     w->owner = (kv_owner){.actor = w->main_actor, .what = "worker main"};
+    w->mem = e->cfg.kvmem.ops ? e->cfg.kvmem.ops : &kv_kvmem_host;
+    w->scratch = st == KV_OK ? kv_alloc_scratch(e->env, w->block_bytes) : NULL;
+    if (st == KV_OK && !w->scratch) st = KV_ENOMEM;
     for (uint32_t g = 0; g < e->cfg.n_groups && st == KV_OK; g++) {
         uint64_t bytes = (uint64_t)w->capacity * w->block_bytes;
-        w->kv[g] = kv_alloc(e->env, bytes);
-        st = w->kv[g] ? kvt_reg(t, w->kv[g], bytes, KVT_MEM_HOST, &w->region[g]) : KV_ENOMEM;
+        kv_kvmem_group mg = {.group = g, .blocks = w->capacity, .block_bytes = w->block_bytes,
+                             .head_lo = w->head_lo, .head_hi = w->head_hi, .head_bytes = e->cfg.head_bytes};
+        st = w->mem->open(e->cfg.kvmem.ctx, e->env, &mg, &w->kv[g], &w->memh[g]);
+        if (st == KV_OK) st = kvt_reg(t, w->kv[g], bytes, KVT_MEM_HOST, &w->region[g]);
     }
     w->store_lookup_actor = KV_ACTOR_NONE;
     if (st == KV_OK) st = kv_conn_worker_new(w, kind, &w->conn);
@@ -101,6 +109,14 @@ kv_status kv_worker_new(kv_engine *e, uint32_t rank, kvt *t, kv_conn_kind kind, 
     }
     *out = w;
     return KV_OK;
+}
+
+void kv_worker_expose_table(kv_worker *w, const kv_block_table *t) {
+    for (uint32_t g = 0; g < t->n_groups && g < w->cfg.n_groups; g++) kv_worker_expose(w, g, t->id[g], t->n[g]);
+}
+
+void kv_worker_absorb_table(kv_worker *w, const kv_block_table *t) {
+    for (uint32_t g = 0; g < t->n_groups && g < w->cfg.n_groups; g++) kv_worker_absorb(w, g, t->id[g], t->n[g]);
 }
 
 kv_status kv_worker_spawn(const kv_worker *w, const char *what, kv_actor_fn fn, void *self, uint32_t mailbox_bytes,
@@ -114,6 +130,8 @@ kv_status kv_worker_spawn(const kv_worker *w, const char *what, kv_actor_fn fn, 
 void kv_worker_free(kv_worker *w) {
     if (!w) return;
     kv_conn_worker_free(w, &w->conn);
-    for (uint32_t g = 0; g < KV_GROUPS_MAX; g++) kv_release(w->env, w->kv[g]);
+    for (uint32_t g = 0; g < KV_GROUPS_MAX; g++)
+        if (w->memh[g]) w->mem->close(w->cfg.kvmem.ctx, w->env, w->memh[g]);
+    kv_release(w->env, w->scratch);
     kv_release(w->env, w);
 }

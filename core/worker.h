@@ -34,7 +34,10 @@ struct kv_worker {
     uint32_t head_lo, head_hi;   /* heads held by this rank */
     uint32_t block_bytes;        /* bytes of one block on this rank */
     uint32_t capacity;           /* block ids per group incl. the null block */
-    uint8_t *kv[KV_GROUPS_MAX];  /* KV memory per group; owned (env) */
+    uint8_t *kv[KV_GROUPS_MAX];  /* host memory per group (registered; the provider's) */
+    const kv_kvmem_ops *mem;     /* the block-memory provider (core/kvmem.h) */
+    void *memh[KV_GROUPS_MAX];   /* its handle per group */
+    uint8_t *scratch;            /* one block: what mem->read may copy into */
     kvt_region region[KV_GROUPS_MAX];
     kv_conn_worker conn;         /* the connector's worker half */
     kv_worker_tail tail[KV_WORKER_TAILS]; /* by request id mod KV_WORKER_TAILS */
@@ -53,9 +56,25 @@ kv_status kv_worker_new(kv_engine *e, uint32_t rank, kvt *t, kv_conn_kind kind, 
 kv_status kv_worker_spawn(const kv_worker *w, const char *what, kv_actor_fn fn, void *self, uint32_t mailbox_bytes,
                           uint32_t *out_actor);
 void kv_worker_free(kv_worker *w);
-/* Byte address of (group, block) in this rank's memory. */
+/* Byte address of (group, block) in this rank's host memory (what the
+ * transport and the store receiver write; with a staged provider not the KV
+ * itself until kv_worker_absorb). */
 static inline uint8_t *kv_worker_block(kv_worker *w, uint32_t g, uint32_t block) {
     return w->kv[g] + (uint64_t)block * w->block_bytes;
 }
+/* The provider's hooks (core/kvmem.h), worker main only. */
+static inline void kv_worker_expose(kv_worker *w, uint32_t g, const uint32_t *blocks, uint32_t n) {
+    if (n) w->mem->expose(w->memh[g], blocks, n);
+}
+static inline void kv_worker_absorb(kv_worker *w, uint32_t g, const uint32_t *blocks, uint32_t n) {
+    if (n) w->mem->absorb(w->memh[g], blocks, n);
+}
+/* The KV of (group, block), read-only; valid until the next call. */
+static inline const uint8_t *kv_worker_kv(kv_worker *w, uint32_t g, uint32_t block) {
+    return w->mem->read(w->memh[g], block, w->scratch);
+}
+/* Expose / absorb every block of a table (null blocks included: harmless). */
+void kv_worker_expose_table(kv_worker *w, const kv_block_table *t);
+void kv_worker_absorb_table(kv_worker *w, const kv_block_table *t);
 
 #endif

@@ -27,6 +27,7 @@ struct sim_world {
     uint8_t *arena;
     size_t arena_used;
     bool poison;         /* fill scratch with a per-run byte (tests) */
+    kv_kvmem kvmem;      /* block-memory provider of every worker */
     uint64_t runs;
     sim_choice choice;
     sim_rt *rt;
@@ -171,6 +172,7 @@ static void w_violation(void *ctx, const kv_violation *v) {
 }
 
 void sim_world_set_scratch_poison(sim_world *w, bool on) { w->poison = on; }
+void sim_world_set_kvmem(sim_world *w, kv_kvmem mem) { w->kvmem = mem; }
 
 kv_status sim_world_new(sim_world **out) {
     sim_world *w = calloc(1, sizeof *w);
@@ -244,6 +246,7 @@ static kv_engine_cfg engine_cfg(const sim_world *w, uint32_t i) {
     uint32_t mine = 0;
     for (uint32_t r = 0; r < c->n_reqs; r++)
         mine += p ? c->req[r].p_engine % c->n_p == i : c->n_p + c->req[r].d_engine % c->n_d == i;
+    e.kvmem = w->kvmem;
     e.reqs_max = c->reqs_max ? c->reqs_max : mine < 1 ? 1 : mine > KV_ENGINE_REQS_MAX ? KV_ENGINE_REQS_MAX : mine;
     return e;
 }

@@ -109,6 +109,10 @@ void sim_world_free(sim_world *w);
  * changes from run to run, so that core code reading scratch before
  * writing it changes the run's trace. */
 void sim_world_set_scratch_poison(sim_world *w, bool on);
+/* Where every worker's KV blocks live (core/kvmem.h), from the next run on;
+ * ops NULL: host (the default). Not part of the scenario: the same scenario
+ * must give the same trace with every faithful provider. */
+void sim_world_set_kvmem(sim_world *w, kv_kvmem mem);
 /* Runs cfg to quiescence or its liveness bound. trace: optional text trace. */
 kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim_result *out);
 /* Chrome trace-event JSON of the next runs (Perfetto opens it): actors as

@@ -1,5 +1,6 @@
 /* transport/cuda/hbm.cu — HBM block memory; see hbm.h. */
 #include "transport/cuda/hbm.h"
+#include "transport/cuda/fill_formula.h"
 
 #include <cuda_runtime.h>
 #include <string.h>
@@ -16,39 +17,15 @@ struct kvt_hbm {
     cudaEvent_t fence;
 };
 
-/* The formulas of core/kv_data.c, on the device (kept identical; the GPU
- * test compares the result with kv_fill_block byte for byte). */
-__device__ static uint64_t d_mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-__device__ static uint32_t d_token(const kv_tokens *t, uint32_t i) {
-    uint64_t base = i < t->prefix_len ? 0x5eed000000000000ull ^ t->prefix_group : t->token_seed;
-    return (uint32_t)(d_mix64(base * 0x100000001b3ull + i) % 50000u);
-}
-
-__device__ static uint64_t d_digest(const kv_tokens *t, uint32_t pos, uint32_t bs, uint32_t n_tokens) {
-    uint64_t h = 0xcbf29ce484222325ull ^ pos;
-    uint32_t end = (pos + 1) * bs < n_tokens ? (pos + 1) * bs : n_tokens;
-    for (uint32_t i = pos * bs; i < end; i++) h = d_mix64(h ^ d_token(t, i));
-    return d_mix64(h ^ ((uint64_t)(end - pos * bs) << 40));
-}
-
-/* One thread block per KV block; threads stride over its bytes. */
+/* One thread block per KV block; threads stride over its bytes. The byte
+ * formula is fill_formula.h's, which tests/test_kvmem.c checks against
+ * core/kv_data.c on the host. */
 __global__ static void fill_kernel(uint8_t *dev, uint32_t block_bytes, const kvt_hbm_fill *f) {
     const kvt_hbm_fill *q = &f[blockIdx.x];
-    __shared__ uint64_t digest;
-    if (threadIdx.x == 0) digest = d_digest(&q->tokens, q->pos, q->block_size, q->n_tokens);
-    __syncthreads();
     uint8_t *out = dev + (uint64_t)q->block * block_bytes;
     uint32_t bytes = (q->head_hi - q->head_lo) * q->head_bytes;
-    for (uint32_t k = threadIdx.x; k < bytes; k += blockDim.x) {
-        uint32_t h = q->head_lo + k / q->head_bytes, j = k % q->head_bytes;
-        out[k] = (uint8_t)(d_mix64(digest ^ ((uint64_t)q->group << 48) ^ ((uint64_t)h << 32) ^ j) >> 24);
-    }
+    for (uint32_t k = threadIdx.x; k < bytes; k += blockDim.x)
+        out[k] = kvf_byte(q->digest, q->group, q->head_lo, q->head_bytes, k);
 }
 
 static kv_status st_of(cudaError_t e) { return e == cudaSuccess ? KV_OK : KV_EIO; }
@@ -134,6 +111,29 @@ static kv_status stage(kvt_hbm *h, const uint32_t *blocks, uint32_t n, bool out)
         if (e != cudaSuccess) return KV_EIO;
     }
     return kvt_hbm_fence(h);
+}
+
+/* Mirror mode: staging slot = block id (staging_blocks == blocks). */
+static kv_status mirror(kvt_hbm *h, const uint32_t *blocks, uint32_t n, bool out) {
+    if (h->staging_blocks < h->blocks) return KV_EINVAL;
+    for (uint32_t i = 0; i < n; i++) {
+        if (blocks[i] >= h->blocks) return KV_ERANGE;
+        uint64_t off = (uint64_t)blocks[i] * h->block_bytes;
+        cudaError_t e = out ? cudaMemcpyAsync(h->staging + off, h->dev + off, h->block_bytes, cudaMemcpyDeviceToHost, h->stream)
+                            : cudaMemcpyAsync(h->dev + off, h->staging + off, h->block_bytes, cudaMemcpyHostToDevice, h->stream);
+        if (e != cudaSuccess) return KV_EIO;
+    }
+    return kvt_hbm_fence(h);
+}
+
+extern "C" kv_status kvt_hbm_expose(kvt_hbm *h, const uint32_t *b, uint32_t n) { return mirror(h, b, n, true); }
+extern "C" kv_status kvt_hbm_absorb(kvt_hbm *h, const uint32_t *b, uint32_t n) { return mirror(h, b, n, false); }
+
+extern "C" kv_status kvt_hbm_read(kvt_hbm *h, uint32_t block, uint8_t *out) {
+    if (block >= h->blocks || !out) return KV_ERANGE;
+    kv_status st = st_of(cudaMemcpyAsync(out, h->dev + (uint64_t)block * h->block_bytes, h->block_bytes,
+                                         cudaMemcpyDeviceToHost, h->stream));
+    return st == KV_OK ? kvt_hbm_fence(h) : st;
 }
 
 extern "C" kv_status kvt_hbm_stage_out(kvt_hbm *h, const uint32_t *b, uint32_t n) { return stage(h, b, n, true); }

@@ -3,7 +3,7 @@
  *   pool     one cudaMalloc'd slab of blocks x block_bytes (the block pool's
  *            memory on the GPU; block id = index)
  *   fill     a kernel that writes P's blocks with the bytes kv_fill_block
- *            (core/kv_data.c) derives from token ids: one thread block per
+ *            (core/kv_data.c) derives from a block's token digest: one thread block per
  *            KV block, same formula, checked byte for byte against the host
  *            function by tests/test_cuda_hbm.c where a GPU exists
  *   fence    a CUDA event recorded after the fill on the pool's stream and
@@ -31,11 +31,13 @@ extern "C" {
 
 typedef struct kvt_hbm kvt_hbm;
 
-/* One block for the fill kernel (kv_fill_block's arguments). */
+/* One block for the fill kernel: kv_fill_block_digest's arguments (the
+ * token digest is computed on the host, core/kv_data.h). */
 typedef struct kvt_hbm_fill {
     uint32_t block;          /* block id in the pool */
-    kv_tokens tokens;
-    uint32_t pos, block_size, n_tokens, group, head_lo, head_hi, head_bytes;
+    uint32_t group, head_lo, head_hi, head_bytes;
+    uint32_t pad_;
+    uint64_t digest;
 } kvt_hbm_fill;
 
 /* KV_OK when a CUDA device is usable, KV_ENOSYS otherwise. */
@@ -50,6 +52,13 @@ kv_status kvt_hbm_fence(kvt_hbm *h);
 kv_status kvt_hbm_stage_out(kvt_hbm *h, const uint32_t *blocks, uint32_t n);
 /* Staging slots [0, n) -> device blocks (fenced on return). */
 kv_status kvt_hbm_stage_in(kvt_hbm *h, const uint32_t *blocks, uint32_t n);
+/* Mirror staging (staging_blocks == blocks: slot = block id), what the
+ * block-memory provider uses (kvmem_hbm.c): device -> slot of each block
+ * (expose), slot -> device (absorb); both fenced on return. */
+kv_status kvt_hbm_expose(kvt_hbm *h, const uint32_t *blocks, uint32_t n);
+kv_status kvt_hbm_absorb(kvt_hbm *h, const uint32_t *blocks, uint32_t n);
+/* One block's device bytes into out (block_bytes), fenced. */
+kv_status kvt_hbm_read(kvt_hbm *h, uint32_t block, uint8_t *out);
 uint8_t *kvt_hbm_staging(kvt_hbm *h);   /* pinned host, staging_blocks x block_bytes */
 void *kvt_hbm_device(kvt_hbm *h);       /* device pointer of block 0 */
 
