@@ -167,9 +167,10 @@ kv_status kv_pool_init(kv_block_pool *p, const kv_env *env, uint32_t owner_actor
     p->group = group;
     p->capacity = capacity;
     p->index_cap = index_cap_for(capacity);
-    p->meta = kv_alloc(env, (size_t)capacity * sizeof p->meta[0]);
-    p->index_hash = kv_alloc(env, (size_t)p->index_cap * sizeof p->index_hash[0]);
-    p->index_block = kv_alloc(env, (size_t)p->index_cap * sizeof p->index_block[0]);
+    /* scratch: pool_fill zeroes all three */
+    p->meta = kv_alloc_scratch(env, (size_t)capacity * sizeof p->meta[0]);
+    p->index_hash = kv_alloc_scratch(env, (size_t)p->index_cap * sizeof p->index_hash[0]);
+    p->index_block = kv_alloc_scratch(env, (size_t)p->index_cap * sizeof p->index_block[0]);
     if (!p->meta || !p->index_hash || !p->index_block) {
         pool_release(p);
         memset(p, 0, sizeof *p);

@@ -784,9 +784,10 @@ kv_status kv_engine_new(const kv_env *env, kv_rt *rt, const kv_engine_cfg *cfg, 
     if (!e->cfg.reqs_max) e->cfg.reqs_max = KV_ENGINE_REQS_MAX;
     uint32_t cap = e->cfg.reqs_max;
     e->req = kv_alloc(env, cap * sizeof e->req[0]);
-    e->waiting = kv_alloc(env, cap * sizeof e->waiting[0]);
-    e->running = kv_alloc(env, cap * sizeof e->running[0]);
-    e->step.req = kv_alloc(env, cap * sizeof e->step.req[0]);
+    /* queues and the frozen step are count-indexed: written before read */
+    e->waiting = kv_alloc_scratch(env, cap * sizeof e->waiting[0]);
+    e->running = kv_alloc_scratch(env, cap * sizeof e->running[0]);
+    e->step.req = kv_alloc_scratch(env, cap * sizeof e->step.req[0]);
     if (!e->req || !e->waiting || !e->running || !e->step.req) {
         kv_engine_free(e);
         return KV_ENOMEM;

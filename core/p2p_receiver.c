@@ -427,7 +427,7 @@ kv_status kv_p2p_receiver_new(kv_worker *w, kv_p2p_receiver **out, uint32_t *out
     r->w = w;
     r->n_req = 2u * w->cfg.reqs_max < RCV_REQS_MAX ? 2u * w->cfg.reqs_max : RCV_REQS_MAX;
     r->req = kv_alloc(w->env, r->n_req * sizeof r->req[0]);
-    r->staged = kv_alloc(w->env, r->n_req * sizeof r->staged[0]);
+    r->staged = kv_alloc_scratch(w->env, r->n_req * sizeof r->staged[0]);
     r->msg = kv_alloc_scratch(w->env, sizeof *r->msg);
     r->buf = kv_alloc_scratch(w->env, KV_WIRE_MAX);
     kv_status st = r->req && r->staged && r->msg && r->buf ? KV_OK : KV_ENOMEM;

@@ -531,7 +531,7 @@ kv_status kv_p2p_sender_new(kv_worker *w, kv_p2p_sender **out, uint32_t *out_act
     s->n_entries = 2u * w->cfg.reqs_max < SND_ENTRIES_MAX ? 2u * w->cfg.reqs_max : SND_ENTRIES_MAX;
     s->n_preqs = preq_pool_size(w->cfg.reqs_max);
     s->entry = kv_alloc(w->env, s->n_entries * sizeof s->entry[0]);
-    s->preq = kv_alloc(w->env, s->n_preqs * sizeof s->preq[0]);
+    s->preq = kv_alloc_scratch(w->env, s->n_preqs * sizeof s->preq[0]); /* a pull writes its slots */
     s->preq_used = kv_alloc(w->env, s->n_preqs * sizeof s->preq_used[0]);
     s->in = kv_alloc_scratch(w->env, sizeof *s->in);
     s->out = kv_alloc_scratch(w->env, sizeof *s->out);

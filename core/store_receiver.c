@@ -32,10 +32,10 @@ struct kv_store_receiver {
     kv_worker *w;                         /* borrowed: immutable parts and the KV memory */
     uint32_t main_actor;
     kv_store_chan chan;
-    kv_m_store_load q[KV_STORE_JOBS_MAX]; /* q[head .. head+n) */
+    kv_m_store_load *q;                   /* [KV_STORE_JOBS_MAX], q[head .. head+n); scratch (env) */
     uint32_t head, n;
     bool busy;
-    rcv_item item[RCV_ITEMS_MAX];         /* of the job in flight */
+    rcv_item *item;                       /* [RCV_ITEMS_MAX] of the job in flight; scratch (env) */
     uint32_t n_items, next, batch_n;
     kv_m_store_load_done done;            /* built in place */
 };
@@ -160,12 +160,22 @@ kv_status kv_store_receiver_new(kv_worker *w, kv_store_receiver **out, uint32_t 
     kv_store_receiver *r = kv_alloc(w->env, sizeof *r);
     if (!r) return KV_ENOMEM;
     r->w = w;
+    r->q = kv_alloc_scratch(w->env, KV_STORE_JOBS_MAX * sizeof r->q[0]);
+    r->item = kv_alloc_scratch(w->env, RCV_ITEMS_MAX * sizeof r->item[0]);
+    if (!r->q || !r->item) {
+        kv_release(w->env, r->item);
+        kv_release(w->env, r->q);
+        kv_release(w->env, r);
+        return KV_ENOMEM;
+    }
     r->main_actor = w->main_actor;
     uint32_t actor;
     kv_status st = kv_worker_spawn(w, "srecv", recv_handle, r, 1u << 18, &actor);
     if (st == KV_OK) st = kv_store_chan_open(&r->chan, w, actor, KV_M_STORE_LOAD_TIMEOUT);
     if (st != KV_OK) {
         kv_store_chan_close(&r->chan);
+        kv_release(w->env, r->item);
+        kv_release(w->env, r->q);
         kv_release(w->env, r);
         return st;
     }
@@ -178,6 +188,8 @@ kv_status kv_store_receiver_new(kv_worker *w, kv_store_receiver **out, uint32_t 
 void kv_store_receiver_free(kv_store_receiver *r) {
     if (!r) return;
     kv_store_chan_close(&r->chan);
+    kv_release(r->w->env, r->item);
+    kv_release(r->w->env, r->q);
     kv_release(r->w->env, r);
 }
 

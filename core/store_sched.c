@@ -285,8 +285,8 @@ kv_status kv_store_sched_new(kv_engine *e, kv_conn_sched *out) {
     if (!c) return KV_ENOMEM;
     c->e = e;
     c->req = kv_alloc(e->env, e->cfg.reqs_max * sizeof c->req[0]);
-    c->buf[0].req = kv_alloc(e->env, e->cfg.reqs_max * sizeof c->buf[0].req[0]);
-    c->buf[1].req = kv_alloc(e->env, e->cfg.reqs_max * sizeof c->buf[1].req[0]);
+    c->buf[0].req = kv_alloc_scratch(e->env, e->cfg.reqs_max * sizeof c->buf[0].req[0]);
+    c->buf[1].req = kv_alloc_scratch(e->env, e->cfg.reqs_max * sizeof c->buf[1].req[0]);
     c->owner = (kv_owner){.actor = e->sched_actor, .what = "store scheduler state"};
     *out = (kv_conn_sched){.ops = &store_sched_ops, .self = c};
     if (!c->req || !c->buf[0].req || !c->buf[1].req) {

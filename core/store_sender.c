@@ -37,7 +37,7 @@ struct kv_store_sender {
     kv_worker *w;                         /* borrowed: immutable parts */
     uint32_t main_actor;
     kv_store_chan chan;
-    kv_m_store_save q[KV_STORE_JOBS_MAX]; /* q[head .. head+n) */
+    kv_m_store_save *q;                   /* [KV_STORE_JOBS_MAX], q[head .. head+n); scratch (env) */
     uint32_t head, n;
     bool busy;
     uint32_t keep[KV_STORE_BATCH_MAX];    /* entries of the job in flight still to put */
@@ -189,12 +189,18 @@ kv_status kv_store_sender_new(kv_worker *w, kv_store_sender **out, uint32_t *out
     kv_store_sender *s = kv_alloc(w->env, sizeof *s);
     if (!s) return KV_ENOMEM;
     s->w = w;
+    s->q = kv_alloc_scratch(w->env, KV_STORE_JOBS_MAX * sizeof s->q[0]);
+    if (!s->q) {
+        kv_release(w->env, s);
+        return KV_ENOMEM;
+    }
     s->main_actor = w->main_actor;
     uint32_t actor;
     kv_status st = kv_worker_spawn(w, "ssend", send_handle, s, 1u << 19, &actor);
     if (st == KV_OK) st = kv_store_chan_open(&s->chan, w, actor, KV_M_STORE_SAVE_TIMEOUT);
     if (st != KV_OK) {
         kv_store_chan_close(&s->chan);
+        kv_release(w->env, s->q);
         kv_release(w->env, s);
         return st;
     }
@@ -207,6 +213,7 @@ kv_status kv_store_sender_new(kv_worker *w, kv_store_sender **out, uint32_t *out
 void kv_store_sender_free(kv_store_sender *s) {
     if (!s) return;
     kv_store_chan_close(&s->chan);
+    kv_release(s->w->env, s->q);
     kv_release(s->w->env, s);
 }
 
