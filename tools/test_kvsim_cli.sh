@@ -47,5 +47,14 @@ echo "$j" | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['viola
   || fail "steady sweep: $j"
 $K run --seed 3 --workload steady | grep -q "256 ok / 0 error / 0 aborted" || fail "steady seed 3 is not all ok"
 $K sweep --workload nonesuch --seeds 1..2 2>/dev/null; [ $? = 4 ] || fail "bad --workload is not a usage error"
+# the staged block-memory provider (KV apart from the transport's memory):
+# the same runs, hash for hash, on both workloads
+for wl in faults steady; do
+  n=300; [ $wl = steady ] && n=20
+  [ "$($K sweep --workload $wl --seeds 1..$n --hashes | sha256sum)" = \
+    "$($K sweep --workload $wl --seeds 1..$n --hashes --kvmem staged | sha256sum)" ] \
+    || fail "--kvmem staged changed a $wl trace"
+done
+$K sweep --kvmem gpu --seeds 1..2 2>/dev/null; [ $? = 4 ] || fail "bad --kvmem is not a usage error"
 $K run --help 2>&1 | grep -q "kvsim run" || fail "run --help"
 echo "kvsim cli: ok"

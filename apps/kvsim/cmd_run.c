@@ -27,6 +27,7 @@ static int cmd_run(int argc, char **argv) {
     }
     sim_world *w;
     if (sim_world_new(&w) != KV_OK) return fprintf(stderr, "kvsim: out of memory\n"), EXIT_SIM;
+    sim_world_set_kvmem(w, o.kvmem);
     sim_result r;
     FILE *json = NULL;
     if (o.trace_json && !(json = fopen(o.trace_json, "w"))) {
@@ -61,6 +62,7 @@ static int cmd_run(int argc, char **argv) {
 const kvsim_cmd kvsim_cmd_run = {
     "run",
     "kvsim run (--seed N [--workload faults|steady] | FILE.kvs | FILE) [--bug NAME]... [--trace] [--trace-json FILE] [--trace-hash]\n"
+    "         [--kvmem host|staged]\n"
     "  Runs one scenario (generated from a seed, a .kvs text file, or any other\n"
     "  file as a binary scenario such as a fuzzer crash artifact) and reports the\n"
     "  checker's verdict; on a violation prints the scenario as .kvs text.\n",

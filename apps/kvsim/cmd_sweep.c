@@ -119,6 +119,7 @@ static void sink_close(db_sink *k) {
 static kv_status sweep_one(const kvsim_opts *o, uint32_t si, uint32_t sn, progress_ctx *pc, db_sink *k, sim_sweep *s) {
     sim_world *w;
     if (sim_world_new(&w) != KV_OK) return KV_ENOMEM;
+    sim_world_set_kvmem(w, o->kvmem);
     sim_sweep_hooks h = {.progress = pc ? progress : NULL, .progress_ctx = pc,
                          .finding = k && k->path ? record_finding : NULL, .finding_ctx = k, .gen = o->gen};
     kv_status st = sim_sweep_run_hooks(w, o->from, o->to, o->bugs, o->stop, si, sn, &h, s);
@@ -195,6 +196,7 @@ static kv_status sweep_jobs(const kvsim_opts *o, db_sink *k, sim_sweep *s) {
 static int sweep_hashes(const kvsim_opts *o) {
     sim_world *w;
     if (sim_world_new(&w) != KV_OK) return EXIT_SIM;
+    sim_world_set_kvmem(w, o->kvmem);
     static sim_world_cfg cfg;
     sim_result r;
     for (uint64_t seed = o->from; seed <= o->to; seed++) {
@@ -285,11 +287,14 @@ static int cmd_sweep(int argc_all, char **argv_all) {
 const kvsim_cmd kvsim_cmd_sweep = {
     "sweep",
     "kvsim sweep --seeds A..B [--workload faults|steady] [--bug NAME]... [--jobs N] [--shard I/N] [--stop] [--json]\n"
-    "            [--hashes] [--db FILE]\n"
+    "            [--hashes] [--db FILE] [--kvmem host|staged]\n"
     "  Runs generated scenarios for every seed in A..B; prints a summary table\n"
     "  --workload: faults (the default: random topologies, connectors and fault\n"
     "  plans) or steady (P/D serving traffic without faults; sim/gen.h)\n"
     "  (or one JSON object with --json; --hashes prints each seed's trace hash).\n"
     "  --db FILE records every violation in the findings database FILE as it is\n"
-    "  found (one transaction each, deduplicated by signature; see kvsim db).\n",
+    "  found (one transaction each, deduplicated by signature; see kvsim db).\n"
+    "  --kvmem staged: every worker keeps its KV apart from the memory the\n"
+    "  transport uses, as device memory with a pinned mirror would (core/kvmem.h);\n"
+    "  the trace hashes must equal those of host memory (the default).\n",
     cmd_sweep};

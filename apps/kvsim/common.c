@@ -69,6 +69,11 @@ int kvsim_parse_opts(int argc, char **argv, const char *cmd, kvsim_opts *o) {
             o->workload = v;
             o->gen = sim_workload_gen(v);
             i++;
+        } else if (!strcmp(a, "--kvmem")) {
+            if (!v || (strcmp(v, "host") && strcmp(v, "staged")))
+                return fprintf(stderr, "kvsim %s: --kvmem needs host or staged, got '%s'\n", cmd, v ? v : ""), -1;
+            o->kvmem = (kv_kvmem){.ops = strcmp(v, "staged") ? &kv_kvmem_host : &kv_kvmem_staged};
+            i++;
         } else if (!strcmp(a, "--trace-json")) {
             if (!v) return fprintf(stderr, "kvsim %s: --trace-json needs a file name\n", cmd), -1;
             o->trace_json = v;

@@ -39,6 +39,7 @@ typedef struct kvsim_opts {
     uint32_t bugs, shard_i, shard_n, jobs;
     const char *workload;     /* --workload NAME (NULL: faults) */
     sim_gen_fn gen;           /* its generator */
+    kv_kvmem kvmem;           /* --kvmem host|staged (core/kvmem.h); ops NULL: host */
 } kvsim_opts;
 
 /* Prints the help of one command (or of all when cmd is NULL) to stderr;
