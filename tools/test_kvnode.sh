@@ -11,7 +11,11 @@
 #     ERROR ("sender busy");
 #  3. SIGKILL of P in the middle of transfers: D reports load errors for the
 #     affected requests, fails them (policy fail), frees every block and does
-#     not hang; the proxy reports the failed requests and P as unreachable.
+#     not hang; the proxy reports the failed requests and P as unreachable;
+#  4. two P and two D engines (five processes): the proxy spreads the
+#     requests round-robin over both P and both D (every engine finishes
+#     half of them), every request ok, each D verified every block it
+#     received, all four pools report every block free at the end.
 # KVNODE_BUILD picks the build (default build/; the TSan run uses build-tsan),
 # KVNODE_REQUESTS the request count. Every wait is bounded.
 set -uo pipefail
@@ -31,7 +35,7 @@ fail() {
 }
 jget() { python3 -c "import json,sys; d=json.load(open('$1')); print($2)"; }
 
-# start NAME "proxy args" "engine args": sets PX PP PD
+# start NAME "proxy args" "engine args": sets PX PP PD (one P, one D)
 start() {
   local name=$1
   rm -f "$tmp/$name.port"
@@ -115,4 +119,38 @@ j=$tmp/kill.json
 check_clean kill 1
 grep -q "unreachable" "$tmp/kill.proxy.out" || fail "kill: proxy did not report P unreachable"
 echo "  SIGKILL of P at $((N / 5))+ done: $(jget "$j" "d['error']") requests failed with $(jget "$j" "d['engines'][1]['load_errors']") load errors on D, D pool clean, no hang"
+# ---- 4: two P + two D engines, round-robin --------------------------------------------
+NM=$(( N < 400 ? N : 400 ))
+rm -f "$tmp/multi.port"
+"$K" --role proxy --prefills 2 --decodes 2 --port-file "$tmp/multi.port" --json "$tmp/multi.json" --requests "$NM" \
+  >"$tmp/multi.proxy.out" 2>"$tmp/multi.proxy.err" &
+PX=$!; pids+=("$PX")
+for _ in $(seq 200); do [ -s "$tmp/multi.port" ] && break; sleep 0.05; done
+[ -s "$tmp/multi.port" ] || fail "multi: proxy did not start"
+port=$(cat "$tmp/multi.port")
+epids=()
+for e in 0 1 2 3; do
+  role=prefill; [ $e -ge 2 ] && role=decode
+  "$K" --role $role --index $e --proxy "127.0.0.1:$port" --log info 2>"$tmp/multi.e$e.err" &
+  epids+=($!); pids+=($!)
+done
+waitfor "$PX" 180; rc=$?; [ $rc = 0 ] || fail "multi: proxy exited $rc"
+for e in 0 1 2 3; do waitfor "${epids[$e]}" 20; rc=$?; [ $rc = 0 ] || fail "multi: engine $e exited $rc"; done
+j=$tmp/multi.json
+[ "$(jget "$j" "len(d['engines'])")" = 4 ] || fail "multi: $(jget "$j" "len(d['engines'])") engines reported"
+[ "$(jget "$j" "[e['role'] for e in d['engines']]")" = "['P', 'P', 'D', 'D']" ] || fail "multi: roles $(jget "$j" "[e['role'] for e in d['engines']]")"
+[ "$(jget "$j" "d['ok']")" = "$NM" ] || fail "multi: $(jget "$j" "d['ok']") of $NM ok"
+for e in 0 1 2 3; do
+  check_clean multi $e
+  # round-robin: request k goes to P k%2 and D 2+(k/2)%2, so each engine finishes half
+  [ "$(jget "$j" "d['engines'][$e]['finished']")" = $((NM / 2)) ] ||
+    fail "multi: engine $e finished $(jget "$j" "d['engines'][$e]['finished']") of $((NM / 2))"
+done
+for e in 2 3; do [ "$(jget "$j" "d['engines'][$e]['load_errors']")" = 0 ] || fail "multi: D$e load errors"; done
+[ "$(jget "$j" "(d['engines'][0]['finished_sending'], d['engines'][1]['finished_sending'], d['engines'][2]['finished_recving'], d['engines'][3]['finished_recving']) == ($((NM / 2)),) * 4")" = True ] ||
+  fail "multi: transfers per engine: $(jget "$j" "[(e['finished_sending'], e['finished_recving']) for e in d['engines']]")"
+# every block each D received was checked: verified blocks x block bytes = KV bytes moved
+[ "$(jget "$j" "d['block_bytes'] > 0 and (d['engines'][2]['verified_blocks'] + d['engines'][3]['verified_blocks']) * d['block_bytes'] == d['kv_bytes']")" = True ] ||
+  fail "multi: D verified $(jget "$j" "d['engines'][2]['verified_blocks'] + d['engines'][3]['verified_blocks']") blocks for $(jget "$j" "d['kv_bytes']") bytes"
+echo "  $NM requests, 2 P + 2 D (5 processes): all ok, each engine $((NM / 2)), $(jget "$j" "d['engines'][2]['verified_blocks']") + $(jget "$j" "d['engines'][3]['verified_blocks']") blocks verified, 4 pools clean"
 echo "kvnode ($B): ok"

@@ -7,7 +7,8 @@
  *            its worker verifies every received block (INV-DATA)
  *   blast    no engine: the raw loopback TCP bandwidth (bench baseline)
  *   proxy    the core's proxy and bootstrap actors plus a driver that pushes
- *            N requests through P and D, optionally aborting a fraction at
+ *            N requests through --prefills P and --decodes D engines
+ *            (round-robin), optionally aborting a fraction at
  *            random phases, then reports requests/s, GB/s of KV moved,
  *            latency percentiles and each engine's block-pool accounting
  * Processes: proxy = process 0 (listens on --listen); engine i = process
@@ -63,7 +64,8 @@ typedef struct kvn_opts {
     const char *host;        /* transport bind host */
     const char *port_file;   /* proxy: write the bridge port here */
     const char *json;        /* proxy: results as JSON */
-    uint32_t index;          /* engine index (P: 0, D: 1) */
+    uint32_t index;          /* engine index (P: 0, D: 1); with --prefills N: P 0..N-1, D N.. */
+    uint32_t prefills, decodes; /* proxy: P and D engines it drives (1, 1) */
     uint32_t requests, window;
     double abort_frac;
     uint32_t abort_max_us;   /* aborts land 0..this after submit */

@@ -45,10 +45,13 @@ static void usage(void) {
           "           (a block holds --head-bytes x 4 heads / tp bytes per group and worker: 64 KiB by default)\n"
           "           --step-us N (0)  --recv-timeout-ms N (10000)  --abort-timeout-ms N (5000)\n"
           "           --policy fail|recompute\n"
-          "  engines: --proxy IP:PORT  --index N (P 0, D 1)  --stats-ms N (live pool accounting)\n"
+          "  engines: --proxy IP:PORT  --index N (P 0, D 1; with the proxy's --prefills N: P 0..N-1, D N..)\n"
+          "           --stats-ms N (live pool accounting)\n"
           "           --transport tcp|rdma (tcp; rdma: KV by RDMA WRITE, control over TCP; needs a\n"
           "           -DKVCONN_RDMA=ON build and an RDMA NIC)  --rdma-dev NAME (first)  --rdma-port N (1)\n"
           "  proxy:   --listen IP:PORT (127.0.0.1:0)  --port-file PATH  --requests N (1000)\n"
+          "           --prefills N (1)  --decodes M (1): engines P0..P(N-1), D(N)..D(N+M-1), each started\n"
+          "           with its --index; requests go round-robin over the P and over the D engines\n"
           "           --window N (16: at most the P2P sender's pull slots)  --abort-frac F (0)  --abort-max-us N (20000)\n"
           "           --prompt-min N (256)  --prompt-max N (1000)  --decode-tokens N (2)  --sequential\n"
           "           --json PATH  --quiesce-ms N  --stall-ms N (30000)  --no-shutdown\n"
@@ -78,6 +81,7 @@ static bool parse_arg(kvn_opts *o, const char *k, const char *v) {
         {"--stall-ms", &o->stall_ms},     {"--max-batched-tokens", &o->max_batched_tokens},
         {"--groups", &o->groups},         {"--blast-mb", &o->blast_mb},
         {"--blast-buf-mb", &o->blast_buf_mb}, {"--rdma-port", &o->rdma_port},
+        {"--prefills", &o->prefills},     {"--decodes", &o->decodes},
     };
     for (size_t i = 0; i < sizeof u32s / sizeof u32s[0]; i++)
         if (strcmp(k, u32s[i].name) == 0) return parse_u32(v, u32s[i].dst);
@@ -114,7 +118,7 @@ int main(int argc, char **argv) {
                   .window = 16, .abort_max_us = 20000, .prompt_min = 256, .prompt_max = 1000,
                   .decode_tokens = 2, .tp = 1, .block_size = 16, .pool_blocks = 1024, .head_bytes = KVN_HEAD_BYTES_DEFAULT,
                   .max_batched_tokens = 8192, .recv_timeout_ms = 10000, .abort_timeout_ms = 5000,
-.groups = 1, .transport = "tcp", .rdma_port = 1,
+.groups = 1, .transport = "tcp", .rdma_port = 1, .prefills = 1, .decodes = 1,
                   .stall_ms = 30000, .policy = KV_POLICY_FAIL, .log_level = KV_LOG_WARN};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--sequential") == 0) o.sequential = true;
@@ -139,7 +143,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "kvnode: --groups must be 1..%u\n", KV_GROUPS_MAX);
         return 2;
     }
-    if (strcmp(o.role, "proxy") == 0) return kvn_run_proxy(&o);
+    if (strcmp(o.role, "proxy") == 0) {
+        if (!o.prefills || !o.decodes || o.prefills + o.decodes > KV_ENGINES_MAX) {
+            fprintf(stderr, "kvnode: --prefills and --decodes must be at least 1 and add up to at most %u\n",
+                    KV_ENGINES_MAX);
+            return 2;
+        }
+        return kvn_run_proxy(&o);
+    }
     if (strcmp(o.role, "blast") == 0) return kvn_run_blast(&o);
     if (strcmp(o.role, "kvt-blast") == 0) return kvn_run_kvt_blast(&o);
     if (strcmp(o.role, "prefill") == 0 || strcmp(o.role, "decode") == 0) {
@@ -148,6 +159,10 @@ int main(int argc, char **argv) {
             return 2;
         }
         if (o.index == UINT32_MAX) o.index = strcmp(o.role, "prefill") == 0 ? 0 : 1;
+        if (o.index >= KV_ENGINES_MAX) {
+            fprintf(stderr, "kvnode: --index must be below %u\n", KV_ENGINES_MAX);
+            return 2;
+        }
 #ifndef KVCONN_HAVE_RDMA
         if (strcmp(o.transport, "rdma") == 0) {
             fputs("kvnode: --transport rdma: this build has no RDMA (configure with -DKVCONN_RDMA=ON: make build-rdma)\n",

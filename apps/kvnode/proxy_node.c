@@ -1,15 +1,24 @@
 /* apps/kvnode/proxy_node.c — the proxy process: the core's proxy and
  * bootstrap actors, a "proxy.drv" actor that collects engine stats, and the
  * driver (main thread) that submits requests, aborts a fraction of them at
- * random moments, watches completions through calls on the proxy actor's own
+ * random moments, is told of completions by a hook on the proxy actor's own
  * thread, and reports.
+ *
+ * Engines: --prefills N P engines (indices 0..N-1, "P<i>.sched") and
+ * --decodes M D engines (indices N..N+M-1, "D<i>.sched"); engine i is
+ * process 1 + i and dials the proxy. Request k goes to P (k mod N) and to
+ * D N + (k div N) mod M: each side round-robin, and every (P, D) pair used.
  *
  * Driver loop (bounded: every wait has a limit; a run with no completion
  * for --stall-ms is reported as stuck):
- *   fill the window -> post due aborts -> scan in-flight slots -> nap
- * (the nap doubles from 50 us to 800 us while scans find nothing, and goes
- * back to 50 us on a completion: request latency is stamped by the proxy
- * actor, so only the window's refill waits for the scan). */
+ *   fill the window -> post due aborts -> wait for completions
+ * The wait is on a condition variable: after each REQ_DONE or PROXY_ABORT
+ * the proxy actor handles, a hook on its thread (kvp_rt_set_after) looks at
+ * that request's slot and, once it has an outcome, queues (id, outcome,
+ * times) for the driver and signals it. The driver sleeps until then, until
+ * its next abort is due, or 10 ms (stall check). (It used to poll the proxy
+ * actor with a call every 50..800 us: two thread wake-ups per poll, about
+ * 5% of the CPU of a run on two cores.) */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -21,7 +30,7 @@
 #include "core/bootstrap.h"
 #include "core/proxy.h"
 
-#define N_ENGINES 2u       /* engine 0 = P, engine 1 = D */
+#define N_ENGINES KV_ENGINES_MAX /* engines 0..n_p-1 = P, n_p..n_eng-1 = D */
 #define WINDOW_MAX 256u
 #define LOOKUP_NS 60000000000ull
 
@@ -33,19 +42,33 @@ typedef struct req_rec {
     bool abort_sent;
 } req_rec;
 
+typedef struct req_done {
+    uint32_t id;
+    uint8_t outcome;
+    uint64_t submit_ns, done_ns;
+} req_done;
+
 typedef struct proxy_node {
     kvp_env pe;
     kvp_rt *rt;
     kv_proxy *proxy;
     kv_bootstrap *boot;
     uint32_t drv;
+    uint32_t n_p, n_d, n_eng;  /* P engines, D engines, both */
     uint32_t sched[N_ENGINES], admin[N_ENGINES];
     pthread_mutex_t mu;    /* guards stats, have */
     pthread_cond_t cv;
     kvn_stats stats[N_ENGINES];
     uint32_t have[N_ENGINES]; /* token of the last reply */
-    req_rec *rec;          /* [requests]; owned */
+    req_rec *rec;          /* [requests]; owned; the driver's */
     uint32_t inflight[WINDOW_MAX], n_inflight;
+    /* completions, from the proxy actor's thread to the driver */
+    uint32_t n_requests;
+    uint8_t *reported;     /* [requests]; owned; the proxy actor's thread only */
+    pthread_mutex_t cmu;   /* guards cq, n_cq */
+    pthread_cond_t ccv;    /* CLOCK_MONOTONIC; signalled when cq grows */
+    req_done cq[WINDOW_MAX];
+    uint32_t n_cq;
 } proxy_node;
 
 static uint64_t mix(uint64_t z) {
@@ -108,26 +131,63 @@ static bool engine_stats(proxy_node *n, uint32_t e, uint32_t token, uint64_t tim
     return ok;
 }
 
-/* ---- completions, read on the proxy actor's thread ---------------------------------- */
+/* ---- completions, seen on the proxy actor's thread ---------------------------------- */
 
-typedef struct scan_ctx { proxy_node *n; uint32_t done; } scan_ctx;
-
-static void scan(void *arg) {
-    scan_ctx *c = arg;
-    proxy_node *n = c->n;
-    for (uint32_t i = 0; i < n->n_inflight;) {
-        uint32_t id = n->inflight[i];
-        const kv_proxy_req *q = kv_proxy_slot(n->proxy, id);
-        if (q->used && q->id == id && q->outcome != KV_OUT_PENDING) {
-            n->rec[id].outcome = q->outcome;
-            n->rec[id].submit_ns = q->submit_ns;
-            n->rec[id].done_ns = q->done_ns;
-            n->inflight[i] = n->inflight[--n->n_inflight];
-            c->done++;
-        } else {
-            i++;
-        }
+/* After each message the proxy actor handled: a REQ_DONE or an ABORT may
+ * have ended its request (the core's proxy stamps the outcome and done_ns);
+ * report each request once. Only requests in flight can end, so cq (the
+ * window's size) never overflows. */
+static void after_proxy(void *arg, const kv_msg *m) {
+    proxy_node *n = arg;
+    uint32_t id;
+    if (m->kind == KV_M_REQ_DONE && m->len >= sizeof(kv_m_req_done)) {
+        kv_m_req_done d;
+        memcpy(&d, m->payload, sizeof d);
+        id = d.id;
+    } else if (m->kind == KV_M_PROXY_ABORT && m->len >= sizeof(kv_m_abort)) {
+        kv_m_abort a;
+        memcpy(&a, m->payload, sizeof a);
+        id = a.id;
+    } else {
+        return;
     }
+    if (id >= n->n_requests || n->reported[id]) return;
+    const kv_proxy_req *q = kv_proxy_slot(n->proxy, id);
+    if (!q->used || q->id != id || q->outcome == KV_OUT_PENDING) return;
+    n->reported[id] = 1;
+    pthread_mutex_lock(&n->cmu);
+    if (n->n_cq < WINDOW_MAX)
+        n->cq[n->n_cq++] = (req_done){.id = id, .outcome = q->outcome, .submit_ns = q->submit_ns, .done_ns = q->done_ns};
+    pthread_cond_signal(&n->ccv);
+    pthread_mutex_unlock(&n->cmu);
+}
+
+/* Waits until a completion is queued or until `until_ns`; takes what is
+ * queued into the records. Returns how many requests ended. */
+static uint32_t take_completions(proxy_node *n, uint64_t until_ns) {
+    req_done got[WINDOW_MAX];
+    uint32_t k;
+    pthread_mutex_lock(&n->cmu);
+    while (!n->n_cq && kvp_mono_ns() < until_ns) {
+        struct timespec ts = {.tv_sec = (time_t)(until_ns / 1000000000ull), .tv_nsec = (long)(until_ns % 1000000000ull)};
+        pthread_cond_timedwait(&n->ccv, &n->cmu, &ts);
+    }
+    k = n->n_cq;
+    memcpy(got, n->cq, k * sizeof got[0]);
+    n->n_cq = 0;
+    pthread_mutex_unlock(&n->cmu);
+    for (uint32_t c = 0; c < k; c++) {
+        req_rec *r = &n->rec[got[c].id];
+        r->outcome = got[c].outcome;
+        r->submit_ns = got[c].submit_ns;
+        r->done_ns = got[c].done_ns;
+        for (uint32_t i = 0; i < n->n_inflight; i++)
+            if (n->inflight[i] == got[c].id) {
+                n->inflight[i] = n->inflight[--n->n_inflight];
+                break;
+            }
+    }
+    return k;
 }
 
 /* ---- driving -------------------------------------------------------------------------- */
@@ -141,8 +201,8 @@ static kv_status submit(proxy_node *n, const kvn_opts *o, uint32_t id) {
     s.spec.prompt_len = o->prompt_min + (uint32_t)(r % span);
     s.spec.max_tokens = o->decode_tokens;
     s.spec.tokens = (kv_tokens){.token_seed = mix(r), .prefix_group = 0, .prefix_len = 0};
-    s.p_engine = 0;
-    s.d_engine = 1;
+    s.p_engine = id % n->n_p;
+    s.d_engine = n->n_p + (id / n->n_p) % n->n_d;
     s.sequential = o->sequential ? 1 : 0;
     req_rec *q = &n->rec[id];
     q->prompt_len = s.spec.prompt_len;
@@ -152,14 +212,21 @@ static kv_status submit(proxy_node *n, const kvn_opts *o, uint32_t id) {
     return post_retry(n, n->proxy->actor, KV_M_PROXY_SUBMIT, &s, sizeof s);
 }
 
-static void post_due_aborts(proxy_node *n) {
-    uint64_t now = kvp_mono_ns();
+/* Posts the aborts that are due; returns when the next one is (UINT64_MAX: none). */
+static uint64_t post_due_aborts(proxy_node *n) {
+    uint64_t now = kvp_mono_ns(), next = UINT64_MAX;
     for (uint32_t i = 0; i < n->n_inflight; i++) {
         req_rec *q = &n->rec[n->inflight[i]];
-        if (!q->abort_at_ns || q->abort_sent || now < q->abort_at_ns) continue;
+        if (!q->abort_at_ns || q->abort_sent) continue;
+        if (now < q->abort_at_ns) {
+            if (q->abort_at_ns < next) next = q->abort_at_ns;
+            continue;
+        }
         kv_m_abort a = {.id = n->inflight[i]};
         q->abort_sent = post_retry(n, n->proxy->actor, KV_M_PROXY_ABORT, &a, sizeof a) == KV_OK;
+        if (!q->abort_sent && now + 1000000u < next) next = now + 1000000u; /* retry in 1 ms */
     }
+    return next;
 }
 
 /* Returns false if the run stalled. */
@@ -167,22 +234,14 @@ static bool drive(proxy_node *n, const kvn_opts *o, uint64_t *elapsed_ns) {
     uint32_t next = 0, done = 0, window = o->window < WINDOW_MAX ? o->window : WINDOW_MAX;
     uint64_t t0 = kvp_mono_ns(), last_progress = t0;
     uint32_t report_every = o->requests >= 10 ? o->requests / 10 : 1, next_report = report_every;
-    long nap = 50; /* us: 50 .. 800 */
     while (done < o->requests) {
         while (next < o->requests && n->n_inflight < window)
             if (submit(n, o, next++) != KV_OK) fprintf(stderr, "[proxy] submit %u failed\n", next - 1);
-        post_due_aborts(n);
-        scan_ctx c = {n, 0};
-        if (kvp_rt_call(n->rt, n->proxy->actor, scan, &c) != KV_OK) return false;
-        done += c.done;
+        uint64_t abort_at = post_due_aborts(n), until = kvp_mono_ns() + 10000000u;
+        uint32_t got = take_completions(n, abort_at < until ? abort_at : until);
+        done += got;
         uint64_t now = kvp_mono_ns();
-        if (c.done) { /* a scan is a call on the proxy actor's thread: back off while nothing ends */
-            last_progress = now;
-            nap = 50;
-        } else {
-            nap_us(nap);
-            nap = nap * 2 < 800 ? nap * 2 : 800;
-        }
+        if (got) last_progress = now;
         if (done >= next_report) {
             fprintf(stderr, "[proxy] progress %u/%u done\n", done, o->requests);
             next_report += report_every;
@@ -261,35 +320,38 @@ static bool pools_clean(const kvn_stats *s) {
     return true;
 }
 
-static void json_engine(FILE *f, uint32_t e, bool up, const kvn_stats *s) {
-    fprintf(f, "    {\"engine\": %u, \"role\": \"%s\", \"reachable\": %s", e, e == 0 ? "P" : "D", up ? "true" : "false");
+static char role_of(const proxy_node *n, uint32_t e) { return e < n->n_p ? 'P' : 'D'; }
+
+static void json_engine(FILE *f, const proxy_node *n, uint32_t e, bool up, const kvn_stats *s) {
+    fprintf(f, "    {\"engine\": %u, \"role\": \"%c\", \"reachable\": %s", e, role_of(n, e), up ? "true" : "false");
     if (up) {
         const kv_pool_report *r = &s->pool[0];
         fprintf(f, ", \"capacity\": %u, \"free\": %u, \"cached\": %u, \"owned\": %u, \"pinned\": %u, \"inflight\": %u, "
                    "\"live\": %u, \"conn_state\": %u, \"clean\": %s, \"load_errors\": %llu, \"errors\": %llu, "
                    "\"finished_recving\": %llu, \"finished_sending\": %llu, \"verified_blocks\": %llu, "
-                   "\"violations\": %llu, \"mailbox_full\": %llu",
+                   "\"violations\": %llu, \"mailbox_full\": %llu, \"finished\": %llu",
                 r->capacity, r->free, r->cached, r->owned, r->pinned, r->inflight, s->live_reqs, s->conn_state,
                 pools_clean(s) ? "true" : "false", (unsigned long long)s->st.load_errors,
                 (unsigned long long)s->st.errors, (unsigned long long)s->st.finished_recving,
                 (unsigned long long)s->st.finished_sending, (unsigned long long)s->verified_blocks,
-                (unsigned long long)s->violations, (unsigned long long)s->rt.full);
+                (unsigned long long)s->violations, (unsigned long long)s->rt.full, (unsigned long long)s->st.finished);
     }
     fputs("}", f);
 }
 
-static void write_json(const char *path, const kvn_opts *o, const summary *s, bool stalled, const bool *up,
-                       const kvn_stats *st) {
+static void write_json(const char *path, const proxy_node *n, const kvn_opts *o, const summary *s, bool stalled,
+                       const bool *up, const kvn_stats *st) {
     FILE *f = fopen(path, "w");
     if (!f) return;
     fprintf(f, "{\n  \"requests\": %u, \"ok\": %u, \"error\": %u, \"aborted\": %u, \"pending\": %u, \"stalled\": %s,\n"
                "  \"elapsed_s\": %.4f, \"req_per_s\": %.1f, \"kv_bytes\": %llu, \"kv_gbps\": %.4f, \"block_bytes\": %llu,\n"
-               "  \"p50_ms\": %.3f, \"p90_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f,\n  \"engines\": [\n",
+               "  \"p50_ms\": %.3f, \"p90_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f,\n"
+               "  \"prefills\": %u, \"decodes\": %u,\n  \"engines\": [\n",
             o->requests, s->ok, s->error, s->aborted, s->pending, stalled ? "true" : "false", s->elapsed_s, s->req_s,
-            (unsigned long long)s->kv_bytes, s->gbps, (unsigned long long)s->block_bytes, s->p50_ms, s->p90_ms, s->p99_ms, s->max_ms);
-    for (uint32_t e = 0; e < N_ENGINES; e++) {
-        json_engine(f, e, up[e], &st[e]);
-        fputs(e + 1 < N_ENGINES ? ",\n" : "\n", f);
+            (unsigned long long)s->kv_bytes, s->gbps, (unsigned long long)s->block_bytes, s->p50_ms, s->p90_ms, s->p99_ms, s->max_ms, n->n_p, n->n_d);
+    for (uint32_t e = 0; e < n->n_eng; e++) {
+        json_engine(f, n, e, up[e], &st[e]);
+        fputs(e + 1 < n->n_eng ? ",\n" : "\n", f);
     }
     fputs("  ]\n}\n", f);
     fclose(f);
@@ -302,7 +364,7 @@ static void quiesce(proxy_node *n, const kvn_opts *o, bool *up, kvn_stats *st) {
     uint32_t token = 1;
     for (;;) {
         bool all = true;
-        for (uint32_t e = 0; e < N_ENGINES; e++) {
+        for (uint32_t e = 0; e < n->n_eng; e++) {
             up[e] = engine_stats(n, e, token++, 5000000000ull, &st[e]);
             if (up[e] && !pools_clean(&st[e])) all = false;
         }
@@ -318,6 +380,7 @@ static kv_status build(proxy_node *n, const kvn_opts *o) {
     kv_status st = kv_proxy_new(&n->pe.env, rt, 0, KV_PROXY_REQS_MAX, &n->proxy);
     if (st == KV_OK) st = kv_bootstrap_new(&n->pe.env, rt, 0, &n->boot);
     if (st == KV_OK) st = kv_rt_spawn(rt, "proxy.drv", 0, drv_handle, n, 1u << 16, &n->drv);
+    if (st == KV_OK) st = kvp_rt_set_after(n->rt, n->proxy->actor, after_proxy, n);
     if (st != KV_OK) return st;
     snprintf(n->proxy->bootstrap_addr.s, sizeof n->proxy->bootstrap_addr.s, "%s", o->listen);
     char host[KV_ADDR_MAX];
@@ -339,16 +402,17 @@ static kv_status build(proxy_node *n, const kvn_opts *o) {
         if (rename(tmp, o->port_file) != 0) return KV_EIO;
     }
     st = kvp_rt_start(n->rt);
-    static const char *const sched[N_ENGINES] = {"P0.sched", "D1.sched"};
-    static const char *const admin[N_ENGINES] = {"P0.admin", "D1.admin"};
-    for (uint32_t e = 0; e < N_ENGINES && st == KV_OK; e++) {
-        st = kvp_rt_lookup(n->rt, admin[e], LOOKUP_NS, &n->admin[e]); /* published after the engine is built */
-        if (st == KV_OK) st = kvp_rt_lookup(n->rt, sched[e], LOOKUP_NS, &n->sched[e]);
-        if (st != KV_OK) fprintf(stderr, "[proxy] engine %s never showed up\n", sched[e]);
+    for (uint32_t e = 0; e < n->n_eng && st == KV_OK; e++) {
+        char sched[KVP_NAME_MAX], admin[KVP_NAME_MAX];
+        snprintf(sched, sizeof sched, "%c%u.sched", role_of(n, e), e);
+        snprintf(admin, sizeof admin, "%c%u.admin", role_of(n, e), e);
+        st = kvp_rt_lookup(n->rt, admin, LOOKUP_NS, &n->admin[e]); /* published after the engine is built */
+        if (st == KV_OK) st = kvp_rt_lookup(n->rt, sched, LOOKUP_NS, &n->sched[e]);
+        if (st != KV_OK) fprintf(stderr, "[proxy] engine %s never showed up (start it with --index %u)\n", sched, e);
     }
     /* Read by the proxy actor only when it handles a SUBMIT, which is posted
      * after this (the mailbox lock orders the write before that read). */
-    for (uint32_t e = 0; e < N_ENGINES && st == KV_OK; e++) n->proxy->engine_actor[e] = n->sched[e];
+    for (uint32_t e = 0; e < n->n_eng && st == KV_OK; e++) n->proxy->engine_actor[e] = n->sched[e];
     return st;
 }
 
@@ -361,14 +425,25 @@ int kvn_run_proxy(const kvn_opts *o) {
     kvp_env_set_namer(&n.pe, namer, n.rt);
     pthread_mutex_init(&n.mu, NULL);
     pthread_cond_init(&n.cv, NULL);
+    n.n_p = o->prefills;
+    n.n_d = o->decodes;
+    n.n_eng = n.n_p + n.n_d;
     n.rec = calloc(o->requests ? o->requests : 1, sizeof *n.rec);
-    if (!n.rec || build(&n, o) != KV_OK) {
+    n.reported = calloc(o->requests ? o->requests : 1, 1);
+    n.n_requests = o->requests;
+    pthread_mutex_init(&n.cmu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&n.ccv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (!n.rec || !n.reported || build(&n, o) != KV_OK) {
         fprintf(stderr, "[proxy] start-up failed\n");
         kvp_rt_free(n.rt);
         return 1;
     }
-    fprintf(stderr, "[proxy] P and D up; driving %u requests (window %u, abort %.2f)\n", o->requests, o->window,
-            o->abort_frac);
+    fprintf(stderr, "[proxy] %u P + %u D up; driving %u requests (window %u, abort %.2f)\n", n.n_p, n.n_d, o->requests,
+            o->window, o->abort_frac);
     uint64_t elapsed = 0;
     bool ok_run = drive(&n, o, &elapsed);
     bool up[N_ENGINES];
@@ -376,24 +451,27 @@ int kvn_run_proxy(const kvn_opts *o) {
     memset(st, 0, sizeof st);
     quiesce(&n, o, up, st);
     summary s;
-    summarize(&n, o, elapsed, up[1] ? &st[1] : NULL, &s);
+    const kvn_stats *d0 = NULL; /* block geometry: the first reachable D */
+    for (uint32_t e = n.n_p; e < n.n_eng && !d0; e++)
+        if (up[e]) d0 = &st[e];
+    summarize(&n, o, elapsed, d0, &s);
     printf("kvnode proxy: %u requests in %.3f s: ok %u, error %u, aborted %u, pending %u%s\n", o->requests,
            s.elapsed_s, s.ok, s.error, s.aborted, s.pending, ok_run ? "" : "  (STALLED)");
     printf("  requests/s %.1f   KV moved %.3f GB (%.3f GB/s, %llu B blocks)   latency ms p50 %.3f p90 %.3f p99 %.3f max %.3f\n",
            s.req_s, (double)s.kv_bytes / 1e9, s.gbps, (unsigned long long)s.block_bytes, s.p50_ms, s.p90_ms, s.p99_ms, s.max_ms);
-    for (uint32_t e = 0; e < N_ENGINES; e++) {
+    for (uint32_t e = 0; e < n.n_eng; e++) {
         char line[1024];
         if (!up[e]) {
-            printf("  %c%u: unreachable (process gone)\n", e == 0 ? 'P' : 'D', e);
+            printf("  %c%u: unreachable (process gone)\n", role_of(&n, e), e);
             continue;
         }
         kvn_stats_line(&st[e], line, sizeof line);
         printf("  %s  pools %s\n", line, pools_clean(&st[e]) ? "clean" : "NOT CLEAN");
     }
     fflush(stdout);
-    if (o->json) write_json(o->json, o, &s, !ok_run, up, st);
+    if (o->json) write_json(o->json, &n, o, &s, !ok_run, up, st);
     if (!o->no_shutdown)
-        for (uint32_t e = 0; e < N_ENGINES; e++) {
+        for (uint32_t e = 0; e < n.n_eng; e++) {
             if (!up[e]) continue;
             ask_ctx a = {&n, n.admin[e], KVN_M_SHUTDOWN, 0, KV_OK};
             kvp_rt_call(n.rt, n.drv, ask_on_drv, &a);
@@ -402,5 +480,6 @@ int kvn_run_proxy(const kvn_opts *o) {
     kvp_rt_stop(n.rt);
     kvp_rt_free(n.rt);
     free(n.rec);
+    free(n.reported);
     return ok_run && s.pending == 0 ? 0 : 1;
 }

@@ -310,6 +310,7 @@ static void accept_links(kvp_rt *rt) {
 
 static void *bridge_main(void *arg) {
     kvp_rt *rt = arg;
+    kvp_thread_name("bridge");
     kvp_bridge *b = &rt->br;
     struct pollfd pfd[2 + KVP_LINKS_MAX];
     uint32_t which[2 + KVP_LINKS_MAX];

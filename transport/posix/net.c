@@ -226,6 +226,7 @@ static void idle_wait(kvp_net *n) {
 
 static void *progress_main(void *arg) {
     kvp_net *n = arg;
+    kvp_thread_name("net.progress");
     while (!atomic_load(&n->quit)) {
         uint32_t cnt = poll_once(n);
         deliver(n, cnt);

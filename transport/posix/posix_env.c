@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +21,12 @@ static _Thread_local uint32_t tl_actor = KV_ACTOR_NONE;
 
 void kvp_env_set_actor(uint32_t actor) { tl_actor = actor; }
 uint32_t kvp_env_actor(void) { return tl_actor; }
+
+void kvp_thread_name(const char *name) {
+    char b[16];
+    snprintf(b, sizeof b, "%s", name);
+    (void)prctl(PR_SET_NAME, (unsigned long)(uintptr_t)b, 0ul, 0ul, 0ul);
+}
 
 uint64_t kvp_mono_ns(void) {
     struct timespec ts;

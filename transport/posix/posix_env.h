@@ -50,5 +50,7 @@ uint32_t kvp_env_actor(void);
 uint64_t kvp_env_violations(const kvp_env *pe);
 /* CLOCK_MONOTONIC in ns, for code that has no env at hand. */
 uint64_t kvp_mono_ns(void);
+/* Names the calling thread (15 bytes kept; shown by top -H, perf, gdb). */
+void kvp_thread_name(const char *name);
 
 #endif

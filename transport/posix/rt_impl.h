@@ -28,6 +28,8 @@ typedef struct kvp_actor {
     bool started;
     bool quit;
     _Atomic uint32_t in_handler; /* 1 while a handler runs: must never reach 2 */
+    kvp_after_fn after;     /* NULL, or run on this thread after each handled message */
+    void *after_arg;
 } kvp_actor;
 
 typedef struct kvp_remote_dir {

@@ -171,6 +171,7 @@ static void *actor_main(void *arg) {
     kvp_rt *rt = a->rt;
     kv_msg m;
     kvp_env_set_actor(a->id);
+    kvp_thread_name(a->name);
     while (mbox_pop(a, &m)) {
         if (m.kind == K_CALL) {
             call *c;
@@ -189,6 +190,7 @@ static void *actor_main(void *arg) {
             abort();
         }
         a->fn(a->self, &m);
+        if (a->after) a->after(a->after_arg, &m);
         atomic_fetch_sub(&a->in_handler, 1);
         atomic_fetch_add_explicit(&rt->c_handled, 1, memory_order_relaxed);
     }
@@ -266,6 +268,7 @@ static uint64_t t_fire_due(kvp_rt *rt) {
 
 static void *timer_main(void *arg) {
     kvp_rt *rt = arg;
+    kvp_thread_name("timers");
     pthread_mutex_lock(&rt->tmu);
     while (!rt->tquit) {
         uint64_t next = t_fire_due(rt);
@@ -449,6 +452,19 @@ void kvp_rt_free(kvp_rt *rt) {
     kv_release(rt->env, rt->big);
     kv_release(rt->env, rt->big_free);
     kv_release(rt->env, rt);
+}
+
+kv_status kvp_rt_set_after(kvp_rt *rt, uint32_t actor, kvp_after_fn fn, void *arg) {
+    kvp_actor *a = local_actor(rt, actor);
+    if (!a) return KV_EINVAL;
+    pthread_mutex_lock(&rt->mu);
+    kv_status st = a->started ? KV_EINVAL : KV_OK; /* the thread's creation publishes the hook */
+    if (st == KV_OK) {
+        a->after = fn;
+        a->after_arg = arg;
+    }
+    pthread_mutex_unlock(&rt->mu);
+    return st;
 }
 
 /* ---- calls and stop-the-world ----------------------------------------------------- */

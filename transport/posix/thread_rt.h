@@ -22,6 +22,10 @@
  * actor names each process publishes so the other side can look ids up by
  * name. A post to a process whose link is down returns KV_ECONNRESET.
  *
+ * Hooks. kvp_rt_set_after() runs a function on an actor's thread after each
+ * of its messages (a driver waits on its own condition variable instead of
+ * polling the actor with calls).
+ *
  * Calls. kvp_rt_call() runs a function on an actor's own thread between two
  * of its messages and waits for it: the way a non-actor thread reads actor
  * state without a data race. kvp_rt_stop_world() parks every actor of this
@@ -79,6 +83,14 @@ kv_status kvp_rt_call(kvp_rt *rt, uint32_t actor, kvp_call_fn fn, void *arg);
 /* Parks every started local actor (but the calling one) between messages,
  * runs fn(arg) on the calling thread, resumes them. */
 kv_status kvp_rt_stop_world(kvp_rt *rt, kvp_call_fn fn, void *arg);
+
+typedef void (*kvp_after_fn)(void *arg, const kv_msg *m);
+/* fn(arg, m) runs on `actor`'s own thread right after its handler took m
+ * (not for calls or parks), with m as the handler saw it: how a non-actor
+ * thread learns of a change in actor state without polling for it (kvnode's
+ * driver is told of request completions this way). The local actor must not
+ * be started yet; one hook per actor (NULL removes it). */
+kv_status kvp_rt_set_after(kvp_rt *rt, uint32_t actor, kvp_after_fn fn, void *arg);
 
 /* Looks `name` up among local actors and every directory the bridge has
  * received; waits up to timeout_ns for it to appear. */

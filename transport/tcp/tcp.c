@@ -33,13 +33,22 @@
  * registered source region (no copy: sendmsg() gathers headers and data
  * straight from the region). Entries up to KVT_TCP_INLINE_MAX bytes are
  * copied into the ring instead (a small copy costs less than a gather
- * entry). The caller keeps the source bytes unchanged
+ * entry). CTRL and WRITE_ACK frames do not queue behind WRITE data: they go
+ * to the connection's express lane (LANE_CAP bytes of whole frames, FIFO),
+ * which is sent at the next WRITE frame boundary of the stream (after our
+ * HELLO), so a response or an ack waits for at most one entry of queued
+ * data instead of every byte queued before it. Control messages stay in
+ * order among themselves; relative to WRITE data they may overtake (the
+ * transport contract orders control per peer only; a WRITE's completion is
+ * its ack, never the order of a later control message). The caller keeps
+ * the source bytes unchanged
  * until the batch completes; a batch whose deadline passes while some of
  * its bytes are still queued fails its connection (so no send can read its
  * buffers after its completion), and a dereg of a region that queued data
  * still references fails the connections that hold it. Data frames leave
- * TX_RESERVE ring bytes and TX_SEG_RESERVE segments free for acks and ctrl,
- * so two honest peers never deadlock on full queues.
+ * TX_RESERVE ring bytes and TX_SEG_RESERVE segments free, and ctrl frames
+ * LANE_RESERVE lane bytes free for acks, so two honest peers never deadlock
+ * on full queues.
  *
  * Receive: WRITE data lands straight in the destination region (recvmsg
  * into the region, with the next frame header gathered into the receive
@@ -79,7 +88,14 @@
 #define WRITE_LEN_MAX (1u + KVT_TCP_WRITE_HDR + KVT_TCP_ENTRY_MAX)
 #define ACCEPTS_PER_POLL 8u
 #define RECV_ROUNDS 64u
-#define RECV_BYTES_PER_POLL (8u << 20) /* per connection and poll: others get their turn */
+#define LANE_CAP (256u * 1024u)   /* express lane bytes per connection: ctrl and ack frames */
+#define LANE_RESERVE (16u * 1024u) /* lane bytes ctrl frames leave for acks */
+#ifndef RECV_BYTES_PER_POLL
+#define RECV_BYTES_PER_POLL (1u << 20) /* per connection and poll: others get their turn */
+#endif
+#ifndef SEND_BYTES_PER_POLL
+#define SEND_BYTES_PER_POLL (1u << 20) /* per connection and poll: the caller hears of events between */
+#endif
 #define SEND_ROUNDS 8u
 #define RECV_DIRECT_MIN 8192u /* sink bytes left for a recv straight into the region */
 #define FRAMES_PER_CONN 4096u
@@ -105,10 +121,12 @@ typedef struct tc_ep {
     tc_peer peer[KVT_TCP_PEERS_MAX];
 } tc_ep;
 
-/* One run of the send stream: ring bytes (ext NULL) or entry data in place. */
+/* One run of the send stream: ring bytes (ext NULL) or entry data in place.
+ * A WRITE frame's header always starts a run (fs): the lane may go there. */
 typedef struct tc_seg {
     const uint8_t *ext;
     uint32_t len;
+    bool fs;
 } tc_seg;
 
 typedef struct tc_conn {
@@ -125,6 +143,9 @@ typedef struct tc_conn {
     tc_seg *seg;              /* [KVT_TCP_TX_SEGS] */
     uint32_t seg_head, seg_tail, seg_off; /* queue counters; bytes of seg[head] sent */
     uint64_t q_bytes, sent_bytes;         /* stream bytes queued / handed to the kernel */
+    uint64_t hello_end;                   /* stream bytes up to the end of our HELLO (0: we send none) */
+    uint8_t *lane;                        /* [LANE_CAP]: whole CTRL / WRITE_ACK frames */
+    uint32_t lane_len, lane_off;          /* bytes in the lane; of them sent */
     /* the WRITE entry being received */
     bool sink;
     bool big; /* the last frame was a WRITE of RECV_DIRECT_MIN or more: read headers alone */
@@ -151,6 +172,7 @@ typedef struct tcp {
     char host[16]; /* IPv4 literal */
     uint32_t n_eps;
     uint64_t poll_no;
+    bool writes_deferred; /* the last poll returned events before writing */
     uint64_t wire_seq;
     tc_ep *ep;         /* [EPS_MAX] */
     tc_region reg_store[KVT_TCP_REGIONS_MAX];
@@ -159,6 +181,7 @@ typedef struct tcp {
     tc_batch *batch;   /* [BATCHES_MAX] */
     uint8_t *rx_slab;  /* [CONNS_MAX * RX_CAP] */
     uint8_t *tx_slab;  /* [CONNS_MAX * TX_CAP] */
+    uint8_t *lane_slab; /* [CONNS_MAX * LANE_CAP] */
     tc_seg *seg_slab;  /* [CONNS_MAX * TX_SEGS] */
     struct pollfd *pfd; /* [EPS_MAX + CONNS_MAX] */
     uint32_t *pfd_of;  /* pfd index per listener then per conn, TC_NONE if none */
@@ -223,8 +246,32 @@ static uint64_t tx_used(const tc_conn *c) { return c->tx_head - c->tx_tail; }
 static uint64_t tx_free(const tc_conn *c) { return KVT_TCP_TX_CAP - tx_used(c); }
 static uint32_t seg_used(const tc_conn *c) { return c->seg_tail - c->seg_head; }
 static uint32_t seg_free(const tc_conn *c) { return KVT_TCP_TX_SEGS - seg_used(c); }
-static bool tx_pending(const tc_conn *c) { return c->seg_tail != c->seg_head; }
+static bool data_pending(const tc_conn *c) { return c->seg_tail != c->seg_head; }
+static bool lane_pending(const tc_conn *c) { return c->lane_len != c->lane_off; }
+static bool tx_pending(const tc_conn *c) { return data_pending(c) || lane_pending(c); }
+static uint32_t lane_free(const tc_conn *c) { return LANE_CAP - (c->lane_len - c->lane_off); }
 static tc_seg *seg_at(const tc_conn *c, uint32_t i) { return &c->seg[i % KVT_TCP_TX_SEGS]; }
+
+/* The lane may be sent now: our HELLO is out and the stream is between two
+ * WRITE frames (nothing queued, or the next byte starts a WRITE frame). */
+static bool lane_ready(const tc_conn *c) {
+    return lane_pending(c) && c->sent_bytes >= c->hello_end &&
+           (!data_pending(c) || (c->seg_off == 0 && seg_at(c, c->seg_head)->fs));
+}
+
+/* Appends one whole frame to the lane. Callers checked lane_free. */
+static void lane_put(tc_conn *c, uint8_t type, const void *p, uint32_t len) {
+    if (LANE_CAP - c->lane_len < HDR + len) { /* compact: the unsent bytes to the front */
+        memmove(c->lane, c->lane + c->lane_off, c->lane_len - c->lane_off);
+        c->lane_len -= c->lane_off;
+        c->lane_off = 0;
+    }
+    uint8_t *d = c->lane + c->lane_len;
+    put32(d, 1u + len);
+    d[4] = type;
+    if (len) memcpy(d + HDR, p, len);
+    c->lane_len += HDR + len;
+}
 
 /* Appends ring bytes; they join the last segment when it is ring bytes too.
  * Callers checked tx_free and seg_free. */
@@ -241,12 +288,15 @@ static void tx_put(tc_conn *c, const void *src, size_t len) {
         last->len += (uint32_t)len;
         return;
     }
-    *seg_at(c, c->seg_tail++) = (tc_seg){.ext = NULL, .len = (uint32_t)len};
+    *seg_at(c, c->seg_tail++) = (tc_seg){.ext = NULL, .len = (uint32_t)len, .fs = false};
 }
+
+/* Starts a run for a WRITE frame's header (a point where the lane may go). */
+static void tx_frame_start(tc_conn *c) { *seg_at(c, c->seg_tail++) = (tc_seg){.ext = NULL, .len = 0, .fs = true}; }
 
 /* Appends len bytes at p, sent in place. */
 static void tx_ext(tc_conn *c, const uint8_t *p, uint32_t len) {
-    *seg_at(c, c->seg_tail++) = (tc_seg){.ext = p, .len = len};
+    *seg_at(c, c->seg_tail++) = (tc_seg){.ext = p, .len = len, .fs = false};
     c->q_bytes += len;
 }
 
@@ -263,12 +313,13 @@ static uint32_t conn_alloc(tcp *s) {
     for (uint32_t i = 0; i < KVT_TCP_CONNS_MAX; i++) {
         tc_conn *c = &s->conn[i];
         if (c->state != CS_FREE || (c->freed_poll == s->poll_no && s->poll_no != 0)) continue;
-        uint8_t *rx = c->rx, *tx = c->tx;
+        uint8_t *rx = c->rx, *tx = c->tx, *lane = c->lane;
         tc_seg *seg = c->seg;
         uint32_t gen = c->gen;
         memset(c, 0, sizeof *c);
         c->rx = rx;
         c->tx = tx;
+        c->lane = lane;
         c->seg = seg;
         c->gen = gen + 1u;
         c->fd = -1;
@@ -296,6 +347,7 @@ static void conn_fail(tcp *s, uint32_t ci) {
     c->gen++;
     c->seg_head = c->seg_tail = c->seg_off = 0; /* no queued byte is read again */
     c->tx_tail = c->tx_head;
+    c->lane_len = c->lane_off = 0;
     if (c->peer != TC_NONE) {
         tc_peer *p = &s->ep[c->ep].peer[c->peer];
         if (p->conn == ci) {
@@ -344,6 +396,7 @@ static kv_status conn_dial(tcp *s, uint32_t ep, uint32_t peer) {
     uint32_t al = (uint32_t)strlen(me->s);
     tx_frame_hdr(c, 1u + al, KVT_TCP_HELLO);
     tx_put(c, me->s, al);
+    c->hello_end = c->q_bytes;
     return KV_OK;
 }
 
@@ -502,6 +555,7 @@ static void put_entry(tcp *s, tc_conn *c, uint64_t wire, uint32_t i, uint32_t n,
     put32(h + 16, w->remote);
     put64(h + 20, w->remote_off);
     put32(h + 28, w->len);
+    tx_frame_start(c);
     tx_frame_hdr(c, 1u + KVT_TCP_WRITE_HDR + w->len, KVT_TCP_WRITE);
     tx_put(c, h, sizeof h);
     const tc_region *r = find_region(s, w->local);
@@ -524,7 +578,7 @@ static kv_status op_submit(kvt *t, kvt_ep ep, kvt_peer peer, const kvt_write *w,
     if (bi == TC_NONE) return KV_EFULL;
     st = route(s, ep, peer, &c);
     if (st != KV_OK) return st;
-    if (tx_free(c) < bytes + TX_RESERVE || seg_free(c) < 2u * n + TX_SEG_RESERVE) return KV_EFULL;
+    if (tx_free(c) < bytes + TX_RESERVE || seg_free(c) < 3u * n + TX_SEG_RESERVE) return KV_EFULL;
     tc_batch *b = &s->batch[bi];
     uint64_t wire = (++s->wire_seq << BATCH_BITS) | bi;
     *b = (tc_batch){.state = B_WAIT, .ep = ep, .peer = peer, .n = n, .tag = tag, .wire = wire, .deadline = deadline_ns,
@@ -540,9 +594,8 @@ static kv_status op_send_ctrl(kvt *t, kvt_ep ep, kvt_peer peer, const void *buf,
     if ((!buf && len > 0) || len > KV_WIRE_MAX) return KV_EINVAL;
     kv_status st = route(s, ep, peer, &c);
     if (st != KV_OK) return st;
-    if (tx_free(c) < (uint64_t)HDR + len + TX_RESERVE || seg_free(c) < TX_SEG_RESERVE / 2u) return KV_EFULL;
-    tx_frame_hdr(c, 1u + len, KVT_TCP_CTRL);
-    if (len) tx_put(c, buf, len);
+    if (lane_free(c) < HDR + len + LANE_RESERVE) return KV_EFULL;
+    lane_put(c, KVT_TCP_CTRL, buf, len);
     return KV_OK;
 }
 
@@ -685,8 +738,7 @@ static void sink_advance(tcp *s, tc_conn *c, uint32_t k) {
     put64(a, c->s_tag);
     put32(a + 8, c->a_ok);
     put32(a + 12, c->s_count - (c->a_ok > c->s_count ? c->s_count : c->a_ok));
-    tx_frame_hdr(c, 1u + KVT_TCP_ACK_LEN, KVT_TCP_WRITE_ACK);
-    tx_put(c, a, sizeof a);
+    lane_put(c, KVT_TCP_WRITE_ACK, a, sizeof a);
     (void)s;
 }
 
@@ -746,7 +798,7 @@ static pr_t parse_one(tcp *s, uint32_t ci, evout *o) {
     }
     if (len < 1u + KVT_TCP_WRITE_HDR || len > WRITE_LEN_MAX || c->peer == TC_NONE) return PR_ERR;
     if (c->rx_len - c->rx_off < HDR + KVT_TCP_WRITE_HDR) return PR_STOP;
-    if (tx_free(c) < HDR + KVT_TCP_ACK_LEN || seg_free(c) < 1u) return PR_STOP; /* back-pressure: room for the ack */
+    if (lane_free(c) < HDR + KVT_TCP_ACK_LEN) return PR_STOP; /* back-pressure: room for the ack */
     if (!on_write_hdr(s, c, h + HDR, len)) return PR_ERR;
     c->rx_off += HDR + KVT_TCP_WRITE_HDR;
     if (c->s_left == 0) sink_advance(s, c, 0);
@@ -823,13 +875,27 @@ static void conn_read(tcp *s, uint32_t ci, evout *o) {
     }
 }
 
-/* Gathers up to IOV_MAX_SEND runs of the send queue into one sendmsg. */
-static uint32_t gather(const tc_conn *c, struct iovec *iov) {
+/* Gathers up to IOV_MAX_SEND runs into one sendmsg: the lane first when it
+ * may go (*lane_bytes of it), then the data queue; with lane frames waiting
+ * behind a WRITE frame, the data only up to the next frame start. */
+static uint32_t gather(const tc_conn *c, struct iovec *iov, uint32_t *lane_bytes, uint64_t budget) {
     uint32_t n = 0;
+    uint64_t total = 0;
     uint64_t ring = c->tx_tail; /* ring bytes of the queue start here */
+    bool lane = lane_ready(c), waiting = lane_pending(c) && !lane;
+    *lane_bytes = 0;
+    if (lane) {
+        *lane_bytes = c->lane_len - c->lane_off;
+        iov[n++] = (struct iovec){.iov_base = c->lane + c->lane_off, .iov_len = *lane_bytes};
+    }
     for (uint32_t i = c->seg_head; i != c->seg_tail && n + 2u <= IOV_MAX_SEND; i++) {
         const tc_seg *g = seg_at(c, i);
+        if (waiting && g->fs && i != c->seg_head) break; /* the lane goes first there */
         uint32_t off = i == c->seg_head ? c->seg_off : 0, len = g->len - off;
+        if (!len) continue;
+        if (total >= budget) break;
+        if (len > budget - total) len = (uint32_t)(budget - total);
+        total += len;
         if (g->ext) {
             iov[n++] = (struct iovec){.iov_base = (void *)(uintptr_t)(g->ext + off), .iov_len = len};
             continue;
@@ -843,7 +909,11 @@ static uint32_t gather(const tc_conn *c, struct iovec *iov) {
     return n;
 }
 
-static void consume(tc_conn *c, uint64_t k) {
+static void consume(tc_conn *c, uint64_t k, uint32_t lane_bytes) {
+    uint32_t kl = k < lane_bytes ? (uint32_t)k : lane_bytes;
+    c->lane_off += kl;
+    if (c->lane_off == c->lane_len) c->lane_off = c->lane_len = 0;
+    k -= kl;
     c->sent_bytes += k;
     while (k) {
         tc_seg *g = seg_at(c, c->seg_head);
@@ -861,11 +931,14 @@ static void consume(tc_conn *c, uint64_t k) {
 static void conn_write(tcp *s, uint32_t ci) {
     tc_conn *c = &s->conn[ci];
     struct iovec iov[IOV_MAX_SEND];
-    for (uint32_t r = 0; r < SEND_ROUNDS && tx_pending(c); r++) {
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = gather(c, iov)};
+    uint64_t sent = 0;
+    for (uint32_t r = 0; r < SEND_ROUNDS && tx_pending(c) && sent < SEND_BYTES_PER_POLL; r++) {
+        uint32_t lane_bytes;
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = gather(c, iov, &lane_bytes, SEND_BYTES_PER_POLL - sent)};
         ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
         if (n > 0) {
-            consume(c, (uint64_t)n);
+            consume(c, (uint64_t)n, lane_bytes);
+            sent += (uint64_t)n;
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
@@ -938,7 +1011,6 @@ static void poll_conn(tcp *s, uint32_t ci, evout *o) {
     if (c->state == CS_CONNECTING) conn_connected(s, ci, rev);
     if (c->state != CS_OPEN) return;
     conn_read(s, ci, o); /* also drains bytes buffered by an earlier poll */
-    if (c->state == CS_OPEN && tx_pending(c)) conn_write(s, ci);
 }
 
 static kv_status op_poll(kvt *t, kvt_event *out, uint32_t max, uint32_t *out_n) {
@@ -960,6 +1032,19 @@ static kv_status op_poll(kvt *t, kvt_event *out, uint32_t max, uint32_t *out_n) 
     }
     for (uint32_t i = 0; i < KVT_TCP_CONNS_MAX; i++)
         if (s->conn[i].state != CS_FREE) poll_conn(s, i, &o);
+    /* Events first: when the reads produced events (a request for data, an
+     * ack) and the last poll did write, this one returns them before the
+     * write phase (up to SEND_BYTES_PER_POLL per connection): the caller
+     * acts on them (submits the next batch, answers) while the kernel still
+     * holds the bytes already sent, and the next poll writes. */
+    bool write_now = o.n == 0 || s->writes_deferred;
+    s->writes_deferred = false;
+    for (uint32_t i = 0; i < KVT_TCP_CONNS_MAX; i++) {
+        tc_conn *c = &s->conn[i];
+        if (c->state != CS_OPEN || !tx_pending(c) || s->pfd_of[KVT_TCP_EPS_MAX + i] == TC_NONE) continue;
+        if (write_now) conn_write(s, i);
+        else s->writes_deferred = true;
+    }
     scan_batches(s, &o, kv_now_ns(s->env));
     scan_peers(s, &o);
     s->ev_n = o.n;
@@ -995,7 +1080,7 @@ static void op_close(kvt *t) {
         if (s->ep[e].open && s->ep[e].fd >= 0) close(s->ep[e].fd);
     for (uint32_t i = 0; s->conn && i < KVT_TCP_CONNS_MAX; i++)
         if (s->conn[i].state != CS_FREE && s->conn[i].fd >= 0) close(s->conn[i].fd);
-    void *p[] = {s->ep, s->conn, s->batch, s->rx_slab, s->tx_slab, s->seg_slab, s->pfd, s->pfd_of};
+    void *p[] = {s->ep, s->conn, s->batch, s->rx_slab, s->tx_slab, s->lane_slab, s->seg_slab, s->pfd, s->pfd_of};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) kv_release(env, p[i]);
     kv_release(env, s);
 }
@@ -1021,10 +1106,12 @@ static bool alloc_tables(tcp *s) {
     s->batch = kv_alloc(env, KVT_TCP_BATCHES_MAX * sizeof *s->batch);
     s->rx_slab = kv_alloc(env, (size_t)KVT_TCP_CONNS_MAX * RX_CAP);
     s->tx_slab = kv_alloc(env, (size_t)KVT_TCP_CONNS_MAX * KVT_TCP_TX_CAP);
+    s->lane_slab = kv_alloc(env, (size_t)KVT_TCP_CONNS_MAX * LANE_CAP);
     s->seg_slab = kv_alloc(env, (size_t)KVT_TCP_CONNS_MAX * KVT_TCP_TX_SEGS * sizeof *s->seg_slab);
     s->pfd = kv_alloc(env, (KVT_TCP_EPS_MAX + KVT_TCP_CONNS_MAX) * sizeof *s->pfd);
     s->pfd_of = kv_alloc(env, (KVT_TCP_EPS_MAX + KVT_TCP_CONNS_MAX) * sizeof *s->pfd_of);
-    return s->ep && s->conn && s->batch && s->rx_slab && s->tx_slab && s->seg_slab && s->pfd && s->pfd_of;
+    return s->ep && s->conn && s->batch && s->rx_slab && s->tx_slab && s->lane_slab && s->seg_slab && s->pfd &&
+           s->pfd_of;
 }
 
 kv_status kvt_tcp_new(const kv_env *env, const char *bind_host, kvt **out) {
@@ -1048,6 +1135,7 @@ kv_status kvt_tcp_new(const kv_env *env, const char *bind_host, kvt **out) {
         s->conn[i] = (tc_conn){.state = CS_FREE, .fd = -1, .ep = TC_NONE, .peer = TC_NONE};
         s->conn[i].rx = s->rx_slab + (size_t)i * RX_CAP;
         s->conn[i].tx = s->tx_slab + (size_t)i * KVT_TCP_TX_CAP;
+        s->conn[i].lane = s->lane_slab + (size_t)i * LANE_CAP;
         s->conn[i].seg = s->seg_slab + (size_t)i * KVT_TCP_TX_SEGS;
     }
     *out = &s->self;

@@ -50,7 +50,7 @@
 #define KVT_TCP_POLL_EVENTS_MAX 256u /* events one poll() hands out at most */
 #define KVT_TCP_ENTRY_MAX (1u << 20) /* payload bytes of one WRITE entry */
 #define KVT_TCP_FRAME_MAX (16u + KV_WIRE_MAX) /* length field of a non-WRITE frame */
-#define KVT_TCP_TX_CAP (2u << 20)  /* send ring bytes per connection (headers, ctrl, acks) */
+#define KVT_TCP_TX_CAP (2u << 20)  /* send ring bytes per connection (HELLO, WRITE headers, small entries) */
 #define KVT_TCP_TX_SEGS 4096u      /* send queue runs per connection (power of 2) */
 #define KVT_TCP_INLINE_MAX 8192u   /* WRITE entries up to this are copied into the ring */
 
