@@ -83,6 +83,19 @@ j=$tmp/clean.json
 check_clean clean 0; check_clean clean 1
 echo "  $N requests, 3 processes: all ok, $(jget "$j" "d['engines'][1]['verified_blocks']") blocks verified, pools clean ($(jget "$j" "d['req_per_s']") req/s, p99 $(jget "$j" "d['p99_ms']") ms)"
 
+# ---- 1b: KV kept apart from the transport's memory (core/kvmem.h, the HBM path's shape) --
+NS=$(( N < 300 ? N : 300 ))
+start staged "--requests $NS" "--kvmem staged"
+waitfor "$PX" 180; rc=$?; [ $rc = 0 ] || fail "staged: proxy exited $rc"
+waitfor "$PP" 20; rc=$?; [ $rc = 0 ] || fail "staged: P exited $rc"
+waitfor "$PD" 20; rc=$?; [ $rc = 0 ] || fail "staged: D exited $rc"
+j=$tmp/staged.json
+[ "$(jget "$j" "d['ok']")" = "$NS" ] || fail "staged: $(jget "$j" "d['ok']") of $NS ok"
+[ "$(jget "$j" "d['engines'][1]['verified_blocks'] * d['block_bytes'] >= d['kv_bytes']")" = True ] ||
+  fail "staged: D verified too few blocks"
+check_clean staged 0; check_clean staged 1
+echo "  $NS requests with --kvmem staged (P exposes before its sends, D absorbs before it verifies): all ok, pools clean"
+
 # ---- 2: aborts at random phases --------------------------------------------------------
 NA=$(( N < 400 ? N : 400 ))
 start abort "--requests $NA --window 8 --abort-frac 0.3 --abort-max-us 10000 --seed 7 --abort-timeout-ms 1000" "--step-us 200 --abort-timeout-ms 1000"

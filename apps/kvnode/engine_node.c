@@ -12,6 +12,9 @@
 #include "transport/posix/net.h"
 #include "transport/rdma/rdma.h"
 #include "transport/tcp/tcp.h"
+#ifdef KVCONN_HAVE_CUDA
+#include "transport/cuda/kvmem_hbm.h"
+#endif
 
 #define LOOKUP_NS 30000000000ull
 
@@ -87,6 +90,10 @@ static kv_engine_cfg engine_cfg(const kvn_opts *o, uint32_t proxy, uint32_t boot
         .recv_timeout_ns = (uint64_t)o->recv_timeout_ms * 1000000u, .bugs = 0, .proxy_actor = proxy,
         .bootstrap_actor = boot};
     for (uint32_t g = 0; g < o->groups; g++) e.group[g] = (kv_group_cfg){.kind = KV_GROUP_FULL};
+    if (strcmp(o->kvmem, "staged") == 0) e.kvmem = (kv_kvmem){.ops = &kv_kvmem_staged};
+#ifdef KVCONN_HAVE_CUDA
+    if (strcmp(o->kvmem, "hbm") == 0) e.kvmem = (kv_kvmem){.ops = &kv_kvmem_hbm};
+#endif
     return e;
 }
 

@@ -85,6 +85,7 @@ typedef struct kvn_opts {
     uint32_t blast_mb;       /* blast: MiB to send */
     uint32_t blast_buf_mb;   /* blast: MiB of buffer each side cycles through (0, 1: 1 MiB) */
     const char *transport;   /* engines: "tcp" (default) or "rdma" (-DKVCONN_RDMA=ON builds) */
+    const char *kvmem;       /* engines: "host" (default), "staged" or "hbm" (core/kvmem.h) */
     const char *rdma_dev;    /* rdma: device name (NULL: the first) */
     uint32_t rdma_port;      /* rdma: port (1) */
 } kvn_opts;

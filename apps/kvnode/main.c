@@ -49,6 +49,8 @@ static void usage(void) {
           "           --stats-ms N (live pool accounting)\n"
           "           --transport tcp|rdma (tcp; rdma: KV by RDMA WRITE, control over TCP; needs a\n"
           "           -DKVCONN_RDMA=ON build and an RDMA NIC)  --rdma-dev NAME (first)  --rdma-port N (1)\n"
+          "           --kvmem host|staged|hbm (host; staged: KV apart from the transport's memory, as\n"
+          "           device memory with a pinned mirror; hbm: KV in GPU memory, -DKVCONN_CUDA=ON and a GPU)\n"
           "  proxy:   --listen IP:PORT (127.0.0.1:0)  --port-file PATH  --requests N (1000)\n"
           "           --prefills N (1)  --decodes M (1): engines P0..P(N-1), D(N)..D(N+M-1), each started\n"
           "           with its --index; requests go round-robin over the P and over the D engines\n"
@@ -92,6 +94,9 @@ static bool parse_arg(kvn_opts *o, const char *k, const char *v) {
     else if (strcmp(k, "--transport") == 0) {
         if (strcmp(v, "tcp") != 0 && strcmp(v, "rdma") != 0) return false;
         o->transport = v;
+    } else if (strcmp(k, "--kvmem") == 0) {
+        if (strcmp(v, "host") != 0 && strcmp(v, "staged") != 0 && strcmp(v, "hbm") != 0) return false;
+        o->kvmem = v;
     } else if (strcmp(k, "--rdma-dev") == 0) o->rdma_dev = v;
     else if (strcmp(k, "--port-file") == 0) o->port_file = v;
     else if (strcmp(k, "--json") == 0) o->json = v;
@@ -118,7 +123,7 @@ int main(int argc, char **argv) {
                   .window = 16, .abort_max_us = 20000, .prompt_min = 256, .prompt_max = 1000,
                   .decode_tokens = 2, .tp = 1, .block_size = 16, .pool_blocks = 1024, .head_bytes = KVN_HEAD_BYTES_DEFAULT,
                   .max_batched_tokens = 8192, .recv_timeout_ms = 10000, .abort_timeout_ms = 5000,
-.groups = 1, .transport = "tcp", .rdma_port = 1, .prefills = 1, .decodes = 1,
+.groups = 1, .transport = "tcp", .kvmem = "host", .rdma_port = 1, .prefills = 1, .decodes = 1,
                   .stall_ms = 30000, .policy = KV_POLICY_FAIL, .log_level = KV_LOG_WARN};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--sequential") == 0) o.sequential = true;
@@ -163,6 +168,13 @@ int main(int argc, char **argv) {
             fprintf(stderr, "kvnode: --index must be below %u\n", KV_ENGINES_MAX);
             return 2;
         }
+#ifndef KVCONN_HAVE_CUDA
+        if (strcmp(o.kvmem, "hbm") == 0) {
+            fputs("kvnode: --kvmem hbm: this build has no CUDA (configure with -DKVCONN_CUDA=ON: make build-cuda)\n",
+                  stderr);
+            return 2;
+        }
+#endif
 #ifndef KVCONN_HAVE_RDMA
         if (strcmp(o.transport, "rdma") == 0) {
             fputs("kvnode: --transport rdma: this build has no RDMA (configure with -DKVCONN_RDMA=ON: make build-rdma)\n",
