@@ -60,6 +60,14 @@ waitfor() {
   kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; return 124
 }
 
+# finish NAME: the proxy, P and D of `start NAME` all exit 0 in time
+finish() {
+  local rc
+  waitfor "$PX" 180; rc=$?; [ $rc = 0 ] || fail "$1: proxy exited $rc"
+  waitfor "$PP" 20; rc=$?; [ $rc = 0 ] || fail "$1: P exited $rc"
+  waitfor "$PD" 20; rc=$?; [ $rc = 0 ] || fail "$1: D exited $rc"
+}
+
 check_clean() { # name engine
   local j=$tmp/$1.json e=$2
   [ "$(jget "$j" "d['engines'][$e]['reachable']")" = True ] || fail "$1: engine $e unreachable"
@@ -71,9 +79,7 @@ check_clean() { # name engine
 
 # ---- 1: N requests, every block verified, no leak ----------------------------------
 start clean "--requests $N" ""
-waitfor "$PX" 180; rc=$?; [ $rc = 0 ] || fail "clean: proxy exited $rc"
-waitfor "$PP" 20; rc=$?; [ $rc = 0 ] || fail "clean: P exited $rc"
-waitfor "$PD" 20; rc=$?; [ $rc = 0 ] || fail "clean: D exited $rc"
+finish clean
 j=$tmp/clean.json
 [ "$(jget "$j" "d['ok']")" = "$N" ] || fail "clean: $(jget "$j" "d['ok']") of $N ok"
 [ "$(jget "$j" "d['engines'][1]['load_errors']")" = 0 ] || fail "clean: D load errors"
@@ -86,9 +92,7 @@ echo "  $N requests, 3 processes: all ok, $(jget "$j" "d['engines'][1]['verified
 # ---- 1b: KV kept apart from the transport's memory (core/kvmem.h, the HBM path's shape) --
 NS=$(( N < 300 ? N : 300 ))
 start staged "--requests $NS" "--kvmem staged"
-waitfor "$PX" 180; rc=$?; [ $rc = 0 ] || fail "staged: proxy exited $rc"
-waitfor "$PP" 20; rc=$?; [ $rc = 0 ] || fail "staged: P exited $rc"
-waitfor "$PD" 20; rc=$?; [ $rc = 0 ] || fail "staged: D exited $rc"
+finish staged
 j=$tmp/staged.json
 [ "$(jget "$j" "d['ok']")" = "$NS" ] || fail "staged: $(jget "$j" "d['ok']") of $NS ok"
 [ "$(jget "$j" "d['engines'][1]['verified_blocks'] * d['block_bytes'] >= d['kv_bytes']")" = True ] ||
@@ -99,9 +103,7 @@ echo "  $NS requests with --kvmem staged (P exposes before its sends, D absorbs 
 # ---- 2: aborts at random phases --------------------------------------------------------
 NA=$(( N < 400 ? N : 400 ))
 start abort "--requests $NA --window 8 --abort-frac 0.3 --abort-max-us 10000 --seed 7 --abort-timeout-ms 1000" "--step-us 200 --abort-timeout-ms 1000"
-waitfor "$PX" 180; rc=$?; [ $rc = 0 ] || fail "abort: proxy exited $rc"
-waitfor "$PP" 20; rc=$?; [ $rc = 0 ] || fail "abort: P exited $rc"
-waitfor "$PD" 20; rc=$?; [ $rc = 0 ] || fail "abort: D exited $rc"
+finish abort
 j=$tmp/abort.json
 [ "$(jget "$j" "d['pending']")" = 0 ] || fail "abort: requests without an outcome"
 [ "$(jget "$j" "d['ok'] + d['error'] + d['aborted']")" = "$NA" ] || fail "abort: outcomes do not add up"
