@@ -103,6 +103,18 @@ void kv_blocks_clear(kv_block_table *t, uint32_t n_groups) {
     t->n_groups = n_groups;
 }
 
+void kv_blocks_copy(kv_block_table *dst, const kv_block_table *src) {
+    dst->n_groups = src->n_groups;
+    memcpy(dst->n, src->n, sizeof dst->n);
+    for (uint32_t g = 0; g < src->n_groups && g < KV_GROUPS_MAX; g++) {
+        uint32_t n = src->n[g] < KV_REQ_BLOCKS_MAX ? src->n[g] : KV_REQ_BLOCKS_MAX;
+        memcpy(dst->id[g], src->id[g], n * sizeof dst->id[g][0]);
+#ifdef KVCONN_CHECKED
+        for (uint32_t i = n; i < KV_REQ_BLOCKS_MAX; i++) dst->id[g][i] = KV_POOL_BLOCKS_MAX + 1u;
+#endif
+    }
+}
+
 bool kv_id_list_has(const kv_id_list *l, uint32_t id) {
     for (uint32_t i = 0; i < l->n; i++)
         if (l->id[i] == id) return true;

@@ -35,9 +35,15 @@ static uint32_t r_max(uint32_t a, uint32_t b) { return a > b ? a : b; }
 
 /* ---- request table ---------------------------------------------------- */
 
+_Static_assert(KV_ENGINE_REQS_MAX <= 64, "kv_engine.live is one word");
+
+/* Ids are unique among live slots (on_add ignores a duplicate); the scan
+ * reads the dense live_id array, not the slots. */
 static kv_sreq *find(kv_engine *e, uint32_t id) {
-    for (uint32_t i = 0; i < e->cfg.reqs_max; i++)
-        if (e->req[i].used && e->req[i].r.id == id) return &e->req[i];
+    for (uint64_t m = e->live; m; m &= m - 1) {
+        uint32_t i = (uint32_t)__builtin_ctzll(m);
+        if (e->live_id[i] == id) return &e->req[i];
+    }
     return NULL;
 }
 
@@ -154,11 +160,9 @@ static void remove_skipped(kv_engine *e, kv_sreq *s) {
 static void cache_blocks(kv_engine *e, kv_sreq *s, uint32_t upto) {
     if (!e->cfg.prefix_caching) return;
     uint32_t full = upto / e->cfg.block_size;
-    kv_digest_memo dm;
-    kv_digest_memo_init(&dm, &s->tokens, e->cfg.block_size, 0);
     for (uint32_t pos = s->cached_blocks; pos < full && pos < KV_REQ_BLOCKS_MAX; pos++) {
         for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
-            uint64_t h = s->cache_parent[g] = kv_block_hash_m(&dm, s->cache_parent[g], pos, g);
+            uint64_t h = s->cache_parent[g] = kv_block_hash_m(&s->dm, s->cache_parent[g], pos, g);
             if (e->cfg.group[g].kind == KV_GROUP_MAMBA || pos >= s->r.blocks.n[g]) continue;
             if (s->r.blocks.id[g][pos] != KV_NULL_BLOCK) kv_pool_cache(&e->pool[g], s->r.blocks.id[g][pos], h);
         }
@@ -186,22 +190,20 @@ static bool hit_needs(const kv_engine *e, uint32_t g, uint32_t pos, uint32_t k) 
 }
 
 /* get_computed_blocks: the longest cached prefix, capped at num_tokens - 1. */
-static uint32_t prefix_hit_blocks(const kv_engine *e, const kv_sreq *s) {
+static uint32_t prefix_hit_blocks(const kv_engine *e, kv_sreq *s) {
     if (!e->cfg.prefix_caching || e->cfg.group[0].kind != KV_GROUP_FULL) return 0;
     uint32_t bs = e->cfg.block_size, n = kv_req_num_tokens(&s->r);
     uint32_t max_k = n ? (n - 1) / bs : 0;
     uint64_t hash[KV_REQ_BLOCKS_MAX][KV_GROUPS_MAX];
     uint64_t parent[KV_GROUPS_MAX] = {0};
-    kv_digest_memo dm;
-    kv_digest_memo_init(&dm, &s->tokens, bs, 0);
     uint32_t k = 0;
     for (; k < max_k && k < KV_REQ_BLOCKS_MAX; k++) { /* group 0 first: most lookups stop early */
-        parent[0] = hash[k][0] = kv_block_hash_m(&dm, parent[0], k, 0);
+        parent[0] = hash[k][0] = kv_block_hash_m(&s->dm, parent[0], k, 0);
         if (!kv_pool_lookup(&e->pool[0], hash[k][0])) break;
     }
     for (uint32_t g = 1; g < e->cfg.n_groups; g++)
         for (uint32_t pos = 0; pos < k; pos++)
-            parent[g] = hash[pos][g] = kv_block_hash_m(&dm, parent[g], pos, g);
+            parent[g] = hash[pos][g] = kv_block_hash_m(&s->dm, parent[g], pos, g);
     for (; k > 0; k--) { /* every other group must also have what it needs */
         bool ok = true;
         for (uint32_t g = 1; g < e->cfg.n_groups && ok; g++)
@@ -215,11 +217,9 @@ static uint32_t prefix_hit_blocks(const kv_engine *e, const kv_sreq *s) {
 static void take_prefix_hit(kv_engine *e, kv_sreq *s, uint32_t k) {
     uint32_t bs = e->cfg.block_size;
     uint64_t parent[KV_GROUPS_MAX] = {0};
-    kv_digest_memo dm;
-    kv_digest_memo_init(&dm, &s->tokens, bs, 0);
     for (uint32_t pos = 0; pos < k; pos++) {
         for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
-            uint64_t h = parent[g] = kv_block_hash_m(&dm, parent[g], pos, g);
+            uint64_t h = parent[g] = kv_block_hash_m(&s->dm, parent[g], pos, g);
             uint32_t id = KV_NULL_BLOCK;
             if (hit_needs(e, g, pos, k)) {
                 id = kv_pool_lookup(&e->pool[g], h);
@@ -246,6 +246,7 @@ static void post_done(kv_engine *e, const kv_sreq *s) {
 static void delete_req(kv_engine *e, kv_sreq *s) {
     kv_id_list_remove(&e->finished_recving_kv, s->r.id);
     kv_id_list_remove(&e->failed_recving_kv, s->r.id);
+    e->live &= ~(1ull << slot_of(e, s));
     memset(s, 0, sizeof *s);
 }
 
@@ -440,7 +441,7 @@ static void schedule_waiting(kv_engine *e, kv_sched_output *so, uint32_t *budget
 static void fill_step_blocks(kv_engine *e) {
     for (uint32_t i = 0; i < e->step.n_reqs; i++) {
         const kv_sreq *s = find(e, e->step.req[i].id);
-        if (s) e->step.req[i].blocks = s->r.blocks;
+        if (s) kv_blocks_copy(&e->step.req[i].blocks, &s->r.blocks);
     }
 }
 
@@ -522,9 +523,9 @@ static bool holds_block(const kv_sreq *s, uint32_t g, uint32_t b) {
 
 /* _handle_invalid_blocks, and request-level failed_recving. */
 static void handle_load_errors(kv_engine *e) {
-    for (uint32_t i = 0; i < e->cfg.reqs_max; i++) {
-        kv_sreq *s = &e->req[i];
-        if (!s->used || kv_req_status_finished((kv_req_status)s->r.status)) continue;
+    for (uint64_t m = e->live; m; m &= m - 1) {
+        kv_sreq *s = &e->req[__builtin_ctzll(m)];
+        if (kv_req_status_finished((kv_req_status)s->r.status)) continue;
         bool hit = kv_id_list_has(&e->agg.failed_recving, s->r.id);
         for (uint32_t j = 0; j < e->agg.invalid_blocks.n && !hit; j++)
             hit = holds_block(s, e->agg.invalid_blocks.e[j].group, e->agg.invalid_blocks.e[j].block);
@@ -612,11 +613,7 @@ static void advance_generated(kv_engine *e) {
     }
 }
 
-static bool has_work(const kv_engine *e) {
-    for (uint32_t i = 0; i < e->cfg.reqs_max; i++)
-        if (e->req[i].used) return true;
-    return false;
-}
+static bool has_work(const kv_engine *e) { return e->live != 0; }
 
 static void sched_update(kv_engine *e) {
     e->busy = false;
@@ -643,9 +640,8 @@ static void on_add(kv_engine *e, const kv_req_spec *sp) {
         kv_logf(e->env, KV_LOG_WARN, "engine %u: duplicate request %u ignored", e->cfg.index, sp->id);
         return;
     }
-    kv_sreq *s = NULL;
-    for (uint32_t i = 0; i < e->cfg.reqs_max && !s; i++)
-        if (!e->req[i].used) s = &e->req[i];
+    uint32_t free_slot = e->live == ~0ull ? 64u : (uint32_t)__builtin_ctzll(~e->live);
+    kv_sreq *s = free_slot < e->cfg.reqs_max ? &e->req[free_slot] : NULL;
     /* vLLM rejects what can never fit: the model length, or the KV cache. */
     uint32_t max_blocks = e->cfg.pool_blocks < KV_REQ_BLOCKS_MAX ? e->cfg.pool_blocks : KV_REQ_BLOCKS_MAX;
     uint32_t max_tok = max_blocks * e->cfg.block_size;
@@ -659,6 +655,8 @@ static void on_add(kv_engine *e, const kv_req_spec *sp) {
     memset(s, 0, sizeof *s);
     s->used = true;
     s->r.id = sp->id;
+    e->live |= 1ull << free_slot;
+    e->live_id[free_slot] = sp->id;
     s->r.status = KV_RS_WAITING;
     s->r.prompt_len = sp->prompt_len;
     s->r.max_tokens = sp->max_tokens ? sp->max_tokens : 1;
@@ -668,6 +666,7 @@ static void on_add(kv_engine *e, const kv_req_spec *sp) {
     s->r.token_seed = sp->tokens.token_seed;
     s->r.blocks.n_groups = e->cfg.n_groups;
     s->tokens = sp->tokens;
+    kv_digest_memo_init(&s->dm, &s->tokens, e->cfg.block_size, 0);
     s->seq = e->next_seq++;
     set_phase(e, s);
     e->waiting[e->n_waiting++] = slot_of(e, s);
@@ -825,9 +824,7 @@ void kv_engine_free(kv_engine *e) {
 }
 
 uint32_t kv_engine_live_reqs(const kv_engine *e) {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < e->cfg.reqs_max; i++) n += e->req[i].used;
-    return n;
+    return (uint32_t)__builtin_popcountll(e->live);
 }
 
 void kv_engine_pool_report(const kv_engine *e, uint32_t group, kv_pool_report *out) {

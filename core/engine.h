@@ -161,6 +161,8 @@ typedef struct kv_sreq {
     uint32_t phase;         /* kv_phase */
     uint32_t cached_blocks; /* positions [0, cached_blocks) are in the prefix cache */
     uint64_t cache_parent[KV_GROUPS_MAX]; /* prefix hash of position cached_blocks - 1 */
+    kv_digest_memo dm;      /* token digests of full blocks, over `tokens`: computed once
+                             * for the request's prefix lookups and caching */
 } kv_sreq;
 
 typedef struct kv_engine_stats {
@@ -179,6 +181,8 @@ typedef struct kv_engine {
     uint32_t sched_actor;
     kv_block_pool pool[KV_GROUPS_MAX];
     kv_sreq *req;                 /* [cfg.reqs_max] slots */
+    uint64_t live;                /* bit i: req[i].used (reqs_max <= 64) */
+    uint32_t live_id[KV_ENGINE_REQS_MAX]; /* req[i].r.id where bit i of live is set */
     uint32_t *waiting;            /* [cfg.reqs_max] slot indices, FIFO */
     uint32_t n_waiting;
     uint32_t *running;            /* [cfg.reqs_max] slot indices, admission order */

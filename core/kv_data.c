@@ -11,17 +11,27 @@ uint64_t kv_mix64(uint64_t x) {
 }
 
 /* A vocabulary of 50,000: the top 32 bits of a mix scaled into range
- * (multiply-shift, no division). */
-uint32_t kv_token(const kv_tokens *t, uint32_t i) {
-    uint64_t base = i < t->prefix_len ? 0x5eed000000000000ull ^ t->prefix_group : t->token_seed;
-    return (uint32_t)(((kv_mix64(base * 0x100000001b3ull + i) >> 32) * 50000u) >> 32);
+ * (multiply-shift, no division). Token i is token_of(key + i), the key
+ * being the prompt's shared prefix or its own seed, times the FNV prime. */
+static uint64_t token_key(const kv_tokens *t, bool in_prefix) {
+    return (in_prefix ? 0x5eed000000000000ull ^ t->prefix_group : t->token_seed) * 0x100000001b3ull;
+}
+static uint32_t token_of(uint64_t x) { return (uint32_t)(((kv_mix64(x) >> 32) * 50000u) >> 32); }
+
+uint32_t kv_token(const kv_tokens *t, uint32_t i) { return token_of(token_key(t, i < t->prefix_len) + i); }
+
+static uint64_t chain_run(uint64_t key, uint64_t h, uint32_t from, uint32_t to) {
+    for (uint32_t i = from; i < to; i++) h = (h ^ token_of(key + i)) * 0x100000001b3ull;
+    return h;
 }
 
 /* Order-sensitive digest of a block's tokens: one multiply per token, one
- * full mix at the end. */
+ * full mix at the end. The prefix part and the rest each run with their
+ * key fixed. */
 static uint64_t chain(const kv_tokens *t, uint64_t h, uint32_t from, uint32_t to) {
-    for (uint32_t i = from; i < to; i++) h = (h ^ kv_token(t, i)) * 0x100000001b3ull;
-    return h;
+    uint32_t split = t->prefix_len < from ? from : t->prefix_len < to ? t->prefix_len : to;
+    h = chain_run(token_key(t, true), h, from, split);
+    return chain_run(token_key(t, false), h, split, to);
 }
 static uint32_t block_end(uint32_t pos, uint32_t bs, uint32_t n_tokens) {
     return (pos + 1) * bs < n_tokens ? (pos + 1) * bs : n_tokens;

@@ -32,6 +32,11 @@ typedef struct kv_block_table {
 bool kv_blocks_any(const kv_block_table *t);
 uint32_t kv_blocks_count_real(const kv_block_table *t);
 void kv_blocks_clear(kv_block_table *t, uint32_t n_groups);
+/* dst = src for every reader that stays within n_groups and n[g] (all of
+ * them): only the used ids are copied. Checked builds (KVCONN_CHECKED) set
+ * the rest of each group's row to an id no pool has, so a reader that
+ * strays past n[g] is caught by the pool's bounds checks. */
+void kv_blocks_copy(kv_block_table *dst, const kv_block_table *src);
 
 /* kv_transfer_params, as the proxy injects them. */
 typedef struct kv_xfer_params {
