@@ -62,10 +62,13 @@ typedef struct wcur {
 } wcur;
 
 static void w_le(wcur *w, uint64_t v, unsigned bytes) {
-    for (unsigned i = 0; i < bytes; i++) {
-        if (w->n < w->cap) w->p[w->n] = (uint8_t)(v >> (8u * i));
-        w->n++;
+    if (w->n <= w->cap && w->cap - w->n >= bytes) { /* the usual case: one bound check a field */
+        for (unsigned i = 0; i < bytes; i++) w->p[w->n + i] = (uint8_t)(v >> (8u * i));
+    } else {
+        for (unsigned i = 0; i < bytes; i++)
+            if (w->n + i < w->cap) w->p[w->n + i] = (uint8_t)(v >> (8u * i));
     }
+    w->n += bytes;
 }
 
 static void w_u8(wcur *w, uint32_t v) { w_le(w, v, 1); }
