@@ -37,9 +37,11 @@ static uint32_t r_max(uint32_t a, uint32_t b) { return a > b ? a : b; }
 
 _Static_assert(KV_ENGINE_REQS_MAX <= 64, "kv_engine.live is one word");
 
-/* Ids are unique among live slots (on_add ignores a duplicate); the scan
- * reads the dense live_id array, not the slots. */
+/* Ids are unique among live slots (on_add ignores a duplicate): the hint
+ * slot answers most look-ups, else a scan of the dense live_id array. */
 static kv_sreq *find(kv_engine *e, uint32_t id) {
+    uint32_t h = e->hint[id % KV_ENGINE_REQS_MAX];
+    if ((e->live >> h & 1u) && e->live_id[h] == id) return &e->req[h];
     for (uint64_t m = e->live; m; m &= m - 1) {
         uint32_t i = (uint32_t)__builtin_ctzll(m);
         if (e->live_id[i] == id) return &e->req[i];
@@ -657,6 +659,7 @@ static void on_add(kv_engine *e, const kv_req_spec *sp) {
     s->r.id = sp->id;
     e->live |= 1ull << free_slot;
     e->live_id[free_slot] = sp->id;
+    e->hint[sp->id % KV_ENGINE_REQS_MAX] = (uint8_t)free_slot;
     s->r.status = KV_RS_WAITING;
     s->r.prompt_len = sp->prompt_len;
     s->r.max_tokens = sp->max_tokens ? sp->max_tokens : 1;

@@ -183,6 +183,7 @@ typedef struct kv_engine {
     kv_sreq *req;                 /* [cfg.reqs_max] slots */
     uint64_t live;                /* bit i: req[i].used (reqs_max <= 64) */
     uint32_t live_id[KV_ENGINE_REQS_MAX]; /* req[i].r.id where bit i of live is set */
+    uint8_t hint[KV_ENGINE_REQS_MAX];     /* id % 64 -> the slot last given to such an id */
     uint32_t *waiting;            /* [cfg.reqs_max] slot indices, FIFO */
     uint32_t n_waiting;
     uint32_t *running;            /* [cfg.reqs_max] slot indices, admission order */

@@ -71,6 +71,7 @@ struct sim_rt {
     /* Actors with mail, one bit each: the choice picks the k-th set bit,
      * which is the k-th runnable actor in id order. */
     uint64_t runnable[(SIM_ACTORS_MAX + 63u) / 64u];
+    uint32_t n_runnable; /* bits set in runnable */
     kv_status error;
     uint64_t messages;
     sim_rt_hook hook;
@@ -126,7 +127,10 @@ static kv_status mbox_push(sim_rt *rt, uint32_t to, uint32_t kind, uint32_t src,
     else ring_write(a, tail, &h, sizeof h);
     if (len) ring_write(a, (tail + (uint32_t)sizeof h) % a->cap, p, len);
     a->used += need;
-    if (a->n_msgs++ == 0) rt->runnable[to / 64u] |= 1ull << (to % 64u);
+    if (a->n_msgs++ == 0) {
+        rt->runnable[to / 64u] |= 1ull << (to % 64u);
+        rt->n_runnable++;
+    }
     return KV_OK;
 }
 
@@ -312,6 +316,7 @@ void sim_rt_reset(sim_rt *rt, sim_choice *choice) {
     rt->arena_used = 0;
     memset(rt->free_head, 0, sizeof rt->free_head);
     memset(rt->runnable, 0, sizeof rt->runnable);
+    rt->n_runnable = 0;
     rt->error = KV_OK;
     rt->messages = 0;
 }
@@ -334,12 +339,7 @@ void sim_rt_deliver_due(sim_rt *rt) {
     }
 }
 
-uint32_t sim_rt_runnable(const sim_rt *rt) {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < sizeof rt->runnable / sizeof rt->runnable[0]; i++)
-        n += popcount64(rt->runnable[i]);
-    return n;
-}
+uint32_t sim_rt_runnable(const sim_rt *rt) { return rt->n_runnable; }
 
 bool sim_rt_run_one(sim_rt *rt) {
     uint32_t n = sim_rt_runnable(rt);
@@ -368,7 +368,10 @@ bool sim_rt_run_one(sim_rt *rt) {
     uint32_t used = (uint32_t)sizeof h + align8(h.len);
     a->head = (a->head + used) % a->cap;
     a->used -= used;
-    if (--a->n_msgs == 0) rt->runnable[id / 64u] &= ~(1ull << (id % 64u));
+    if (--a->n_msgs == 0) {
+        rt->runnable[id / 64u] &= ~(1ull << (id % 64u));
+        rt->n_runnable--;
+    }
     return true;
 }
 
