@@ -20,8 +20,16 @@ static uint32_t token_of(uint64_t x) { return (uint32_t)(((kv_mix64(x) >> 32) * 
 
 uint32_t kv_token(const kv_tokens *t, uint32_t i) { return token_of(token_key(t, i < t->prefix_len) + i); }
 
+static uint32_t tokens8_avx512(uint64_t key, uint32_t from, uint32_t *out); /* 0 without AVX-512 */
+
 static uint64_t chain_run(uint64_t key, uint64_t h, uint32_t from, uint32_t to) {
-    for (uint32_t i = from; i < to; i++) h = (h ^ token_of(key + i)) * 0x100000001b3ull;
+    uint32_t i = from;
+    uint32_t tok[8];
+    while (to - i >= 8u && tokens8_avx512(key, i, tok)) { /* the mixes eight at a time; the chain stays serial */
+        for (uint32_t j = 0; j < 8u; j++) h = (h ^ tok[j]) * 0x100000001b3ull;
+        i += 8u;
+    }
+    for (; i < to; i++) h = (h ^ token_of(key + i)) * 0x100000001b3ull;
     return h;
 }
 
@@ -101,20 +109,24 @@ static uint64_t head_words(uint8_t *out, const uint8_t *have, uint64_t key, uint
 #include <immintrin.h>
 #include <stdatomic.h>
 #define KV_DATA_AVX512 1
+/* kv_mix64 of each lane. */
+__attribute__((target("avx512f,avx512dq"))) static inline __m512i mix8(__m512i x) {
+    x = _mm512_add_epi64(x, _mm512_set1_epi64((long long)0x9e3779b97f4a7c15ull));
+    x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 30)),
+                           _mm512_set1_epi64((long long)0xbf58476d1ce4e5b9ull));
+    x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 27)),
+                           _mm512_set1_epi64((long long)0x94d049bb133111ebull));
+    return _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
+}
+
 /* kv_mix64 on eight words at once: words [0, nw & ~7) of one head. */
 __attribute__((target("avx512f,avx512dq"))) static uint64_t head_words_avx512(uint8_t *out, const uint8_t *have,
                                                                                uint64_t key, uint32_t nw) {
-    const __m512i c0 = _mm512_set1_epi64((long long)0x9e3779b97f4a7c15ull);
-    const __m512i c1 = _mm512_set1_epi64((long long)0xbf58476d1ce4e5b9ull);
-    const __m512i c2 = _mm512_set1_epi64((long long)0x94d049bb133111ebull);
     const __m512i step = _mm512_set1_epi64(8);
     __m512i k = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), kk = _mm512_set1_epi64((long long)key);
     __m512i diff = _mm512_setzero_si512();
     for (uint32_t i = 0; i + 8u <= nw; i += 8u) {
-        __m512i x = _mm512_add_epi64(_mm512_xor_si512(kk, k), c0);
-        x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 30)), c1);
-        x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 27)), c2);
-        x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
+        __m512i x = mix8(_mm512_xor_si512(kk, k));
         if (have) diff = _mm512_or_si512(diff, _mm512_xor_si512(x, _mm512_loadu_si512((const void *)(have + 8u * i))));
         else _mm512_storeu_si512((void *)(out + 8u * i), x);
         k = _mm512_add_epi64(k, step);
@@ -133,6 +145,24 @@ static bool use_avx512(void) {
         atomic_store_explicit(&simd_state, s, memory_order_relaxed);
     }
     return s == 1;
+}
+
+/* token_of(key + from + j) for j < 8 (the same values as the scalar path). */
+__attribute__((target("avx512f,avx512dq"))) static void tokens8_do(uint64_t key, uint32_t from, uint32_t *out) {
+    __m512i x = _mm512_add_epi64(_mm512_set1_epi64((long long)(key + from)), _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
+    __m512i t = _mm512_srli_epi64(_mm512_mul_epu32(_mm512_srli_epi64(mix8(x), 32), _mm512_set1_epi64(50000)), 32);
+    _mm256_storeu_si256((__m256i *)(void *)out, _mm512_cvtepi64_epi32(t));
+}
+
+static uint32_t tokens8_avx512(uint64_t key, uint32_t from, uint32_t *out) {
+    if (!use_avx512()) return 0;
+    tokens8_do(key, from, out);
+    return 8;
+}
+#else
+static uint32_t tokens8_avx512(uint64_t key, uint32_t from, uint32_t *out) {
+    (void)key, (void)from, (void)out;
+    return 0;
 }
 #endif
 
