@@ -40,15 +40,17 @@ static void gen_topology(sim_choice *c, sim_world_cfg *cfg) {
     cfg->store_capacity = sim_choice_below(c, 4) ? pick(c, 256, 2048) : pick(c, 16, 96);
 }
 
-static void gen_requests(sim_choice *c, sim_world_cfg *cfg) {
+/* n_lo..n_hi requests, each arriving 0..gaps-1 half-milliseconds after the
+ * one before. */
+static void gen_requests(sim_choice *c, sim_world_cfg *cfg, uint32_t n_lo, uint32_t n_hi, uint32_t gaps) {
     uint32_t pool = cfg->pool_blocks_p < cfg->pool_blocks_d ? cfg->pool_blocks_p : cfg->pool_blocks_d;
     uint32_t max_tokens_total = (pool < KV_REQ_BLOCKS_MAX ? pool : KV_REQ_BLOCKS_MAX) * cfg->block_size;
     uint32_t cap = max_tokens_total - 64 - 2 * cfg->block_size; /* room for decode and d_extra */
     if (cap > 400) cap = 400;
-    cfg->n_reqs = pick(c, 1, 24);
+    cfg->n_reqs = pick(c, n_lo, n_hi);
     uint64_t t = 0;
     for (uint32_t i = 0; i < cfg->n_reqs; i++) {
-        t += (uint64_t)sim_choice_below(c, 20) * 500000u;
+        t += (uint64_t)sim_choice_below(c, gaps) * 500000u;
         /* One draw per statement: the evaluation order of initializers and
          * of operands is unspecified in C, and compilers differ. */
         sim_req_plan *q = &cfg->req[i];
@@ -64,11 +66,19 @@ static void gen_requests(sim_choice *c, sim_world_cfg *cfg) {
     }
 }
 
+/* Bit k: fault kind k (SIM_F_KIND_COUNT: "P has fewer blocks") is on. */
+static uint32_t gen_swarm(sim_choice *c) {
+    uint32_t swarm = 0;
+    for (uint32_t k = 1; k <= SIM_F_KIND_COUNT; k++)
+        if (sim_choice_below(c, 2)) swarm |= 1u << k;
+    return swarm;
+}
+
 /* Fault kinds available to the swarm; SIM_F_KIND_COUNT stands for "P has
  * fewer blocks than D" (a request-plan fault). */
-static void gen_faults(sim_choice *c, sim_world_cfg *cfg, uint32_t swarm) {
+static void gen_faults(sim_choice *c, sim_world_cfg *cfg, uint32_t swarm, uint32_t n_max) {
     uint64_t span = cfg->req[cfg->n_reqs - 1].at_ns + 60000000u;
-    uint32_t n = sim_choice_below(c, 9);
+    uint32_t n = sim_choice_below(c, n_max + 1);
     cfg->n_faults = 0;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t kind = pick(c, 1, SIM_F_KIND_COUNT);
@@ -117,11 +127,23 @@ uint32_t sim_gen(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg) {
     cfg->seed = seed;
     cfg->bugs = bugs;
     gen_topology(&c, cfg);
-    gen_requests(&c, cfg);
-    uint32_t swarm = 0;
-    for (uint32_t k = 1; k <= SIM_F_KIND_COUNT; k++)
-        if (sim_choice_below(&c, 2)) swarm |= 1u << k;
-    gen_faults(&c, cfg, swarm);
+    gen_requests(&c, cfg, 1, 24, 20);
+    uint32_t swarm = gen_swarm(&c);
+    gen_faults(&c, cfg, swarm, 8);
+    sim_cfg_searchable(cfg);
+    return swarm;
+}
+
+uint32_t sim_gen_load(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg) {
+    sim_choice c;
+    sim_choice_init(&c, NULL, 0, sim_mix64(seed ^ 0x6c6f6164ull));
+    sim_world_cfg_default(cfg);
+    cfg->seed = seed;
+    cfg->bugs = bugs;
+    gen_topology(&c, cfg);
+    gen_requests(&c, cfg, 64, SIM_REQS_MAX, 4);
+    uint32_t swarm = gen_swarm(&c);
+    gen_faults(&c, cfg, swarm, SIM_FAULTS_MAX / 2u);
     sim_cfg_searchable(cfg);
     return swarm;
 }
@@ -184,5 +206,6 @@ uint32_t sim_gen_steady(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg) {
 sim_gen_fn sim_workload_gen(const char *name) {
     if (!name || !strcmp(name, "faults")) return sim_gen;
     if (!strcmp(name, "steady")) return sim_gen_steady;
+    if (!strcmp(name, "load")) return sim_gen_load;
     return NULL;
 }

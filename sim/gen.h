@@ -30,8 +30,14 @@ uint32_t sim_gen(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg);
  * faults. The workload of the lifecycle benchmark; returns 0. */
 uint32_t sim_gen_steady(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg);
 
-/* A workload by name: "faults" (sim_gen, the default) or "steady"; NULL
- * for any other name. */
+/* Overload with faults from seed: the topologies, pools and connector
+ * configurations of sim_gen, but 64-256 requests arriving 0-1.5 ms apart
+ * (queues, batches of tens, preemption and pool pressure on the small
+ * pools) and up to 32 faults under a swarm mask. Returns the swarm mask. */
+uint32_t sim_gen_load(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg);
+
+/* A workload by name: "faults" (sim_gen, the default), "steady" or "load";
+ * NULL for any other name. */
 typedef uint32_t (*sim_gen_fn)(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg);
 sim_gen_fn sim_workload_gen(const char *name);
 

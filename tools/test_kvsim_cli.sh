@@ -46,6 +46,14 @@ j=$($K sweep --workload steady --seeds 1..20 --json) || fail "steady sweep exit 
 echo "$j" | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['violations']==0 and d['requests']==20*256, d" \
   || fail "steady sweep: $j"
 $K run --seed 3 --workload steady | grep -q "256 ok / 0 error / 0 aborted" || fail "steady seed 3 is not all ok"
+# the overload workload: clean; a finding's reproduce line names the workload and reproduces it
+j=$($K sweep --workload load --seeds 1..30 --json) || fail "load sweep exit $?"
+echo "$j" | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['violations']==0 and d['requests']>=30*64, d" \
+  || fail "load sweep: $j"
+line=$($K sweep --workload load --seeds 1..50 --bug empty_pull_completion --stop | grep 'reproduce:')
+cmd=$(echo "$line" | sed -n 's/.*reproduce: kvsim \(.*\))$/\1/p')
+case "$cmd" in *"--workload load"*) ;; *) fail "load finding's reproduce line does not name the workload: $line" ;; esac
+$K $cmd --bug empty_pull_completion >/dev/null; [ $? = 1 ] || fail "'kvsim $cmd --bug empty_pull_completion' does not reproduce"
 $K sweep --workload nonesuch --seeds 1..2 2>/dev/null; [ $? = 4 ] || fail "bad --workload is not a usage error"
 # the staged block-memory provider (KV apart from the transport's memory):
 # the same runs, hash for hash, on both workloads

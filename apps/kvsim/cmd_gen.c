@@ -23,5 +23,5 @@ static int cmd_gen(int argc, char **argv) {
 
 const kvsim_cmd kvsim_cmd_gen = {
     "gen",
-    "kvsim gen --seed N [--workload faults|steady] [--bug NAME]...\n  Prints the generated scenario as .kvs text.\n",
+    "kvsim gen --seed N [--workload faults|steady|load] [--bug NAME]...\n  Prints the generated scenario as .kvs text.\n",
     cmd_gen};

@@ -61,7 +61,7 @@ static int cmd_run(int argc, char **argv) {
 
 const kvsim_cmd kvsim_cmd_run = {
     "run",
-    "kvsim run (--seed N [--workload faults|steady] | FILE.kvs | FILE) [--bug NAME]... [--trace] [--trace-json FILE] [--trace-hash]\n"
+    "kvsim run (--seed N [--workload faults|steady|load] | FILE.kvs | FILE) [--bug NAME]... [--trace] [--trace-json FILE] [--trace-hash]\n"
     "         [--kvmem host|staged]\n"
     "  Runs one scenario (generated from a seed, a .kvs text file, or any other\n"
     "  file as a binary scenario such as a fuzzer crash artifact) and reports the\n"

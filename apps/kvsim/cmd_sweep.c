@@ -54,8 +54,9 @@ static void sweep_table(const sim_sweep *s, double secs, const char *workload) {
         printf("\n");
     }
     if (s->first_violation_seed != UINT64_MAX) {
-        printf("\nfirst violation: seed %" PRIu64 " (reproduce: kvsim run --seed %" PRIu64 "%s)\n", s->first_violation_seed,
-               s->first_violation_seed, workload && strcmp(workload, "faults") ? " --workload steady" : "");
+        bool other = workload && strcmp(workload, "faults");
+        printf("\nfirst violation: seed %" PRIu64 " (reproduce: kvsim run --seed %" PRIu64 "%s%s)\n", s->first_violation_seed,
+               s->first_violation_seed, other ? " --workload " : "", other ? workload : "");
         kvsim_print_violation(&s->first);
     }
 }
@@ -286,11 +287,12 @@ static int cmd_sweep(int argc_all, char **argv_all) {
 
 const kvsim_cmd kvsim_cmd_sweep = {
     "sweep",
-    "kvsim sweep --seeds A..B [--workload faults|steady] [--bug NAME]... [--jobs N] [--shard I/N] [--stop] [--json]\n"
+    "kvsim sweep --seeds A..B [--workload faults|steady|load] [--bug NAME]... [--jobs N] [--shard I/N] [--stop] [--json]\n"
     "            [--hashes] [--db FILE] [--kvmem host|staged]\n"
     "  Runs generated scenarios for every seed in A..B; prints a summary table\n"
     "  --workload: faults (the default: random topologies, connectors and fault\n"
-    "  plans) or steady (P/D serving traffic without faults; sim/gen.h)\n"
+    "  plans), steady (P/D serving traffic without faults) or load (overload:\n"
+    "  64-256 requests with up to 32 faults; sim/gen.h)\n"
     "  (or one JSON object with --json; --hashes prints each seed's trace hash).\n"
     "  --db FILE records every violation in the findings database FILE as it is\n"
     "  found (one transaction each, deduplicated by signature; see kvsim db).\n"

@@ -65,7 +65,7 @@ int kvsim_parse_opts(int argc, char **argv, const char *cmd, kvsim_opts *o) {
             i++;
         } else if (!strcmp(a, "--workload")) {
             if (!v || !sim_workload_gen(v))
-                return fprintf(stderr, "kvsim %s: --workload needs faults or steady, got '%s'\n", cmd, v ? v : ""), -1;
+                return fprintf(stderr, "kvsim %s: --workload needs faults, steady or load, got '%s'\n", cmd, v ? v : ""), -1;
             o->workload = v;
             o->gen = sim_workload_gen(v);
             i++;
