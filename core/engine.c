@@ -495,7 +495,10 @@ static void sched_step(kv_engine *e) {
     uint32_t budget = e->cfg.max_batched_tokens;
     schedule_running(e, &so, &budget);
     schedule_waiting(e, &so, &budget);
-    if (!e->step.n_reqs && release_a_holder(e)) schedule_waiting(e, &so, &budget);
+    /* one holder at a time, until something is scheduled or none is left:
+     * the head may need the blocks of several (a step that released one
+     * and still scheduled nothing would otherwise be the engine's last) */
+    while (!e->step.n_reqs && release_a_holder(e)) schedule_waiting(e, &so, &budget);
     fill_step_blocks(e);
     so.finished_reqs = e->finished_since_step;
     so.preempted_reqs = e->preempted_since_step;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "sim/choice.h"
+#include "sim/scenario.h"
 
 static uint32_t pick(sim_choice *c, uint32_t lo, uint32_t hi) { return lo + sim_choice_below(c, hi - lo + 1); }
 
@@ -153,7 +154,11 @@ void sim_cfg_searchable(sim_world_cfg *cfg) {
     if (cfg->abort_timeout_ns < 10000000ull) cfg->abort_timeout_ns = 10000000ull;
     if (cfg->recv_timeout_ns <= cfg->abort_timeout_ns)
         cfg->recv_timeout_ns = cfg->abort_timeout_ns + cfg->abort_timeout_ns / 4;
+    /* every request's timeouts in a row; at most the 600 s the scenario
+     * format allows (sim/scenario.h), so that every generated scenario
+     * prints as .kvs and survives the binary encoding unchanged */
     cfg->live_bound_ns = (cfg->abort_timeout_ns + cfg->recv_timeout_ns) * (cfg->n_reqs + 4u);
+    if (cfg->live_bound_ns > SIM_LIVE_BOUND_MAX_NS) cfg->live_bound_ns = SIM_LIVE_BOUND_MAX_NS;
     uint32_t bs = cfg->block_size ? cfg->block_size : 1;
     for (uint32_t i = 0; i < cfg->n_reqs && i < SIM_REQS_MAX; i++) {
         sim_req_plan *q = &cfg->req[i];
@@ -193,7 +198,7 @@ uint32_t sim_gen_steady(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg) {
         t += gap / 2 + sim_choice_below(&c, (uint32_t)gap);
         q->at_ns = t;
         q->prompt_len = pick(&c, 64, 320);
-        q->max_tokens = pick(&c, 16, 96);
+        q->max_tokens = pick(&c, 16, 64); /* the scenario format holds 1..64 */
         q->prefix_group = sim_choice_below(&c, 4);
         q->prefix_len = sim_choice_below(&c, 2) ? pick(&c, 16, 64) : 0;
         q->p_engine = sim_choice_below(&c, cfg->n_p);

@@ -23,7 +23,7 @@
 #define NS_S 1000000000ull
 #define AT_MAX (60ull * NS_S)
 #define TIMEOUT_MIN NS_MS
-#define TIMEOUT_MAX (600ull * NS_S)
+#define TIMEOUT_MAX SIM_LIVE_BOUND_MAX_NS
 #define LIVE_MIN NS_S
 #define SIDE_MAX 4u
 #define BUGS_MASK 0x1fu

@@ -77,6 +77,8 @@
 #include "sim/world.h"
 
 #define SIM_SCENARIO_VERSION 2u
+/* The largest live_bound_ns (and abort/recv timeout) a scenario holds. */
+#define SIM_LIVE_BOUND_MAX_NS (600ull * 1000000000ull)
 #define SIM_CHOICE_MAX 4096u
 /* Largest file sim_scenario_load reads. */
 #define SIM_SCENARIO_FILE_MAX (1u << 20)
