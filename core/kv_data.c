@@ -135,16 +135,20 @@ __attribute__((target("avx512f,avx512dq"))) static uint64_t head_words_avx512(ui
 }
 
 /* 0 unknown, 1 AVX-512 (F + DQ), 2 none. Atomic: kvnode's workers fill and
- * verify on several threads; every writer stores the same value. */
+ * verify on several threads; every writer stores the same value. Detected
+ * when the program loads, so that no run takes a first-call path the next
+ * one does not (AFL++ counts that as an unstable edge in persistent mode). */
 static _Atomic int simd_state;
+static int simd_detect(void) {
+    __builtin_cpu_init();
+    int s = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") ? 1 : 2;
+    atomic_store_explicit(&simd_state, s, memory_order_relaxed);
+    return s;
+}
+__attribute__((constructor)) static void simd_at_load(void) { (void)simd_detect(); }
 static bool use_avx512(void) {
     int s = atomic_load_explicit(&simd_state, memory_order_relaxed);
-    if (!s) {
-        __builtin_cpu_init();
-        s = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") ? 1 : 2;
-        atomic_store_explicit(&simd_state, s, memory_order_relaxed);
-    }
-    return s == 1;
+    return (s ? s : simd_detect()) == 1;
 }
 
 /* token_of(key + from + j) for j < 8 (the same values as the scalar path). */
