@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Determinism across build types and compilers: the same scenarios give the
 # same trace hashes from the gcc, clang, ASan+UBSan and production builds.
-#  - 200 generated seeds (kvsim sweep --hashes), all switches off;
+#  - 200 generated seeds (kvsim sweep --hashes), all switches off, and 40
+#    seeds of each other workload (steady, load);
 #  - the demo's first three scenarios (the fourth switches a bug on, which a
 #    production build compiles out).
 set -uo pipefail
@@ -16,7 +17,12 @@ for b in build build-clang build-asan build-prod; do
   seeds=$(printf '%s\n' "$out" | sha256sum | cut -c1-16)
   n=$(printf '%s\n' "$out" | grep -c .)
   [ -n "$demo" ] && [ "$n" -eq 200 ] || { echo "determinism: no hashes from $b" >&2; exit 1; }
-  echo "  $b: demo [$demo] 200 seeds [$seeds]"
+  for wl in steady load; do
+    o=$("$b/bin/kvsim" sweep --workload $wl --seeds 1..40 --hashes)
+    [ "$(printf '%s\n' "$o" | grep -c .)" -eq 40 ] || { echo "determinism: no $wl hashes from $b" >&2; exit 1; }
+    seeds="$seeds $wl:$(printf '%s\n' "$o" | sha256sum | cut -c1-16)"
+  done
+  echo "  $b: demo [$demo] seeds [$seeds]"
   if [ -z "$ref_demo" ]; then ref_demo=$demo; ref_seeds=$seeds
   elif [ "$demo" != "$ref_demo" ] || [ "$seeds" != "$ref_seeds" ]; then
     echo "determinism: FAILED — $b differs from build" >&2; exit 1
