@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The text format's largest liveness bound (sim/scenario.h: 1 s..600 s). */
-#define LIVE_BOUND_MAX_NS 600000000000ull
+/* The format's largest liveness bound (sim/scenario.h). */
+#define LIVE_BOUND_MAX_NS SIM_LIVE_BOUND_MAX_NS
 
 static void copy_cfg(const sim_world_cfg *cfg, sim_scenario *out) {
     sim_scenario_init(out);

@@ -154,11 +154,12 @@ void sim_cfg_searchable(sim_world_cfg *cfg) {
     if (cfg->abort_timeout_ns < 10000000ull) cfg->abort_timeout_ns = 10000000ull;
     if (cfg->recv_timeout_ns <= cfg->abort_timeout_ns)
         cfg->recv_timeout_ns = cfg->abort_timeout_ns + cfg->abort_timeout_ns / 4;
-    /* every request's timeouts in a row; at most the 600 s the scenario
-     * format allows (sim/scenario.h), so that every generated scenario
-     * prints as .kvs and survives the binary encoding unchanged */
+    /* every request's timeouts in a row: within what the scenario format
+     * holds (SIM_LIVE_BOUND_MAX_NS), so that every generated or prepared
+     * scenario prints as .kvs and survives the binary encoding unchanged */
+    _Static_assert((600ull + 600ull) * 1000000000ull * (SIM_REQS_MAX + 4u) <= SIM_LIVE_BOUND_MAX_NS,
+                   "the longest derived bound fits the format");
     cfg->live_bound_ns = (cfg->abort_timeout_ns + cfg->recv_timeout_ns) * (cfg->n_reqs + 4u);
-    if (cfg->live_bound_ns > SIM_LIVE_BOUND_MAX_NS) cfg->live_bound_ns = SIM_LIVE_BOUND_MAX_NS;
     uint32_t bs = cfg->block_size ? cfg->block_size : 1;
     for (uint32_t i = 0; i < cfg->n_reqs && i < SIM_REQS_MAX; i++) {
         sim_req_plan *q = &cfg->req[i];

@@ -23,8 +23,9 @@
 #define NS_S 1000000000ull
 #define AT_MAX (60ull * NS_S)
 #define TIMEOUT_MIN NS_MS
-#define TIMEOUT_MAX SIM_LIVE_BOUND_MAX_NS
+#define TIMEOUT_MAX (600ull * NS_S)
 #define LIVE_MIN NS_S
+#define LIVE_MAX SIM_LIVE_BOUND_MAX_NS
 #define SIDE_MAX 4u
 #define BUGS_MASK 0x1fu
 #define BUG_BITS 5u
@@ -80,7 +81,7 @@ static void clamp_topology(sim_world_cfg *c) {
     c->policy = (uint8_t)(c->policy % 2u);
     c->abort_timeout_ns = fit_u64(c->abort_timeout_ns, TIMEOUT_MIN, TIMEOUT_MAX);
     c->recv_timeout_ns = fit_u64(c->recv_timeout_ns, TIMEOUT_MIN, TIMEOUT_MAX);
-    c->live_bound_ns = fit_u64(c->live_bound_ns, LIVE_MIN, TIMEOUT_MAX);
+    c->live_bound_ns = fit_u64(c->live_bound_ns, LIVE_MIN, LIVE_MAX);
     c->bugs &= BUGS_MASK;
     c->conn_p = (uint8_t)fit_u32(c->conn_p, 1, KV_CONN_KIND_COUNT - 1u);
     c->conn_d = (uint8_t)fit_u32(c->conn_d, 1, KV_CONN_KIND_COUNT - 1u);
@@ -694,7 +695,7 @@ enum { O_ABORT, O_RECV, O_LIVE, O_N };
 static const keydef timeout_keys[O_N] = {
     [O_ABORT] = {"abort_ns", TIMEOUT_MIN, TIMEOUT_MAX, 0, NULL, NULL},
     [O_RECV] = {"recv_ns", TIMEOUT_MIN, TIMEOUT_MAX, 0, NULL, NULL},
-    [O_LIVE] = {"live_ns", LIVE_MIN, TIMEOUT_MAX, 0, NULL, NULL},
+    [O_LIVE] = {"live_ns", LIVE_MIN, LIVE_MAX, 0, NULL, NULL},
 };
 
 static kv_status d_timeouts(pctx *c, const tok *d) {

@@ -519,14 +519,14 @@ Test(replay, a_fuzz_input_past_the_liveness_range_is_capped_and_kept) {
             break;
     }
     cr_assert(r.violated, "recv_map_race not found");
-    cfg.live_bound_ns = 3000000000000ull; /* 3000 s: outside the format */
+    cfg.live_bound_ns = 2 * SIM_LIVE_BOUND_MAX_NS; /* outside the format */
     cr_assert_eq(sim_world_run(w, &cfg, NULL, &r), KV_OK);
     cr_assert(r.violated);
     replay_fit_how how;
     cr_assert_eq(replay_fit(w, &cfg, &r, &out, &fr, &how), KV_OK);
     cr_assert_eq(how, REPLAY_FIT_CAPPED);
     cr_assert(sim_scenario_valid(&out));
-    cr_assert_eq(out.cfg.live_bound_ns, 600000000000ull);
+    cr_assert_eq(out.cfg.live_bound_ns, SIM_LIVE_BOUND_MAX_NS);
     cr_assert_eq(replay_compare(false, NULL, true, fr.trace_hash, &fr), REPLAY_SAME);
     sim_world_free(w);
 }
