@@ -121,32 +121,34 @@ static void gen_faults(sim_choice *c, sim_world_cfg *cfg, uint32_t swarm, uint32
     }
 }
 
-uint32_t sim_gen(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg) {
-    sim_choice c;
-    sim_choice_init(&c, NULL, 0, sim_mix64(seed ^ 0x67656e));
+/* The defaults, with every later draw from one stream seeded by (seed, salt). */
+static void gen_begin(sim_choice *c, uint64_t seed, uint64_t salt, uint32_t bugs, sim_world_cfg *cfg) {
+    sim_choice_init(c, NULL, 0, sim_mix64(seed ^ salt));
     sim_world_cfg_default(cfg);
     cfg->seed = seed;
     cfg->bugs = bugs;
+}
+
+/* sim_gen's shape: a random topology, n_lo..n_hi requests, a fault plan of
+ * at most faults_max faults under a swarm mask (returned). */
+static uint32_t gen_mixed(uint64_t seed, uint64_t salt, uint32_t bugs, sim_world_cfg *cfg, uint32_t n_lo,
+                          uint32_t n_hi, uint32_t gaps, uint32_t faults_max) {
+    sim_choice c;
+    gen_begin(&c, seed, salt, bugs, cfg);
     gen_topology(&c, cfg);
-    gen_requests(&c, cfg, 1, 24, 20);
+    gen_requests(&c, cfg, n_lo, n_hi, gaps);
     uint32_t swarm = gen_swarm(&c);
-    gen_faults(&c, cfg, swarm, 8);
+    gen_faults(&c, cfg, swarm, faults_max);
     sim_cfg_searchable(cfg);
     return swarm;
 }
 
+uint32_t sim_gen(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg) {
+    return gen_mixed(seed, 0x67656e, bugs, cfg, 1, 24, 20, 8);
+}
+
 uint32_t sim_gen_load(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg) {
-    sim_choice c;
-    sim_choice_init(&c, NULL, 0, sim_mix64(seed ^ 0x6c6f6164ull));
-    sim_world_cfg_default(cfg);
-    cfg->seed = seed;
-    cfg->bugs = bugs;
-    gen_topology(&c, cfg);
-    gen_requests(&c, cfg, 64, SIM_REQS_MAX, 4);
-    uint32_t swarm = gen_swarm(&c);
-    gen_faults(&c, cfg, swarm, SIM_FAULTS_MAX / 2u);
-    sim_cfg_searchable(cfg);
-    return swarm;
+    return gen_mixed(seed, 0x6c6f6164ull, bugs, cfg, 64, SIM_REQS_MAX, 4, SIM_FAULTS_MAX / 2u);
 }
 
 void sim_cfg_searchable(sim_world_cfg *cfg) {
@@ -176,10 +178,7 @@ void sim_cfg_searchable(sim_world_cfg *cfg) {
  * request lifecycle costs when steps are shared, as they are in serving. */
 uint32_t sim_gen_steady(uint64_t seed, uint32_t bugs, sim_world_cfg *cfg) {
     sim_choice c;
-    sim_choice_init(&c, NULL, 0, sim_mix64(seed ^ 0x737465616479ull));
-    sim_world_cfg_default(cfg);
-    cfg->seed = seed;
-    cfg->bugs = bugs;
+    gen_begin(&c, seed, 0x737465616479ull, bugs, cfg);
     cfg->n_p = pick(&c, 1, 2);
     cfg->n_d = pick(&c, 1, 2);
     cfg->tp_p = 1u << sim_choice_below(&c, 2);
