@@ -321,13 +321,6 @@ static void report_add(kv_pool_report *r, const kv_block_meta *m) {
     /* An invalid tag is counted nowhere; kv_pool_check reports it. */
 }
 
-/* The accounting by scanning every block (for kv_pool_check). */
-static void report_scan(const kv_block_pool *p, kv_pool_report *out) {
-    memset(out, 0, sizeof *out);
-    out->capacity = p->capacity ? p->capacity - 1u : 0;
-    for (uint32_t id = 1; id < p->capacity; id++) report_add(out, &p->meta[id]);
-}
-
 void kv_pool_report_get(const kv_block_pool *p, kv_pool_report *out) {
     *out = (kv_pool_report){.capacity = p->capacity ? p->capacity - 1u : 0,
                             .free = p->n_free - p->n_free_cached,
@@ -384,21 +377,35 @@ static bool check_block(const kv_block_pool *p, uint32_t id) {
     return true;
 }
 
+/* One pass over the blocks: each block's own state, its index entry, and
+ * the accounting recounted (the scan must equal the counters). */
 static bool check_blocks(const kv_block_pool *p) {
     const kv_block_meta *z = &p->meta[0];
     if (z->ref_cnt || z->on_free || z->hash || z->prev || z->next)
         return check_fail(p, "null block in use", 0);
     uint32_t on_free = 0, hashed = 0;
+    kv_pool_report r = {.capacity = p->capacity - 1u}, c;
     for (uint32_t id = 1; id < p->capacity; id++) {
         if (!check_block(p, id)) return false;
         on_free += p->meta[id].on_free;
         hashed += p->meta[id].hash != 0;
+        report_add(&r, &p->meta[id]);
     }
     if (on_free != p->n_free) return check_fail(p, "on_free count differs from n_free", 0);
     if (hashed != p->n_cached_index) return check_fail(p, "hashed blocks differ from index", 0);
+    kv_pool_report_get(p, &c);
+    if (memcmp(&r, &c, sizeof r) != 0) return check_fail(p, "counted accounting differs from a scan", 0);
+    uint32_t sum = r.free + r.cached + r.owned + r.pinned + r.inflight;
+    if (sum != r.capacity) return check_fail(p, "report does not sum to capacity - 1", 0);
+    if (r.free + r.cached != p->n_free) return check_fail(p, "report free differs from n_free", 0);
     return true;
 }
 
+/* The index side: every entry points in range at a block with that hash,
+ * and there are exactly n_cached_index of them. With check_blocks (each
+ * hashed block is found by a lookup of its hash, and there are
+ * n_cached_index hashed blocks) that makes entries and hashed blocks one to
+ * one, so no entry is unreachable or stale. */
 static bool check_index(const kv_block_pool *p) {
     uint32_t n = 0;
     for (uint32_t s = 0; s < p->index_cap; s++) {
@@ -408,20 +415,8 @@ static bool check_index(const kv_block_pool *p) {
         uint32_t id = p->index_block[s];
         if (!id_in_range(p, id)) return check_fail(p, "index entry points out of range", id);
         if (p->meta[id].hash != h) return check_fail(p, "index entry hash mismatch", id);
-        if (index_find(p, h) != s) return check_fail(p, "index entry unreachable", id);
     }
     if (n != p->n_cached_index) return check_fail(p, "n_cached_index differs from index", 0);
-    return true;
-}
-
-static bool check_report(const kv_block_pool *p) {
-    kv_pool_report r, c;
-    report_scan(p, &r);
-    kv_pool_report_get(p, &c);
-    if (memcmp(&r, &c, sizeof r) != 0) return check_fail(p, "counted accounting differs from a scan", 0);
-    uint32_t sum = r.free + r.cached + r.owned + r.pinned + r.inflight;
-    if (sum != r.capacity) return check_fail(p, "report does not sum to capacity - 1", 0);
-    if (r.free + r.cached != p->n_free) return check_fail(p, "report free differs from n_free", 0);
     return true;
 }
 
@@ -431,6 +426,5 @@ bool kv_pool_check(const kv_block_pool *p) {
     if (p->index_cap < 2u * p->capacity || (p->index_cap & (p->index_cap - 1u)) != 0)
         return check_fail(p, "index_cap not a power of two >= 2 * capacity", 0);
     if (p->n_free >= p->capacity) return check_fail(p, "n_free exceeds usable blocks", 0);
-    return check_forward(p) && check_backward(p) && check_blocks(p) && check_index(p) &&
-           check_report(p);
+    return check_forward(p) && check_backward(p) && check_blocks(p) && check_index(p);
 }

@@ -54,7 +54,7 @@ struct sim_rt {
     /* FIFO per (source node, destination actor) for cross-node posts:
      * delivery time never goes backwards on one pair. */
     uint64_t pair_last_ns[KV_ENGINES_MAX * (KV_TP_MAX + 1) + 8][SIM_ACTORS_MAX];
-    /* Pending events: a binary heap of 16-byte keys (time, then sequence
+    /* Pending events: a heap of 16-byte keys (time, then sequence
      * number with the event's pool slot in its low bits) over a pool of
      * events, so sifting moves keys, not 80-byte events. */
     sim_heap_key *heap; /* [events_max]; owned */
@@ -90,6 +90,9 @@ static uint32_t popcount64(uint64_t x) { /* SWAR: no library call on any target 
     return (uint32_t)((x * 0x0101010101010101ull) >> 56);
 }
 
+/* An offset below 2 * cap back into the ring (no division on the hot path). */
+static uint32_t ring_wrap(const sim_actor *a, uint32_t at) { return at >= a->cap ? at - a->cap : at; }
+
 /* Ring copies in at most two segments. */
 static void ring_write(sim_actor *a, uint32_t at, const void *src, uint32_t n) {
     if (n <= a->cap - at) {
@@ -122,10 +125,10 @@ static kv_status mbox_push(sim_rt *rt, uint32_t to, uint32_t kind, uint32_t src,
         return KV_EFULL;
     }
     mbox_hdr h = {kind, src, len, 0};
-    uint32_t tail = (a->head + a->used) % a->cap;
+    uint32_t tail = ring_wrap(a, a->head + a->used); /* head < cap, used <= cap */
     if (a->cap - tail >= sizeof h) memcpy(a->ring + tail, &h, sizeof h);
     else ring_write(a, tail, &h, sizeof h);
-    if (len) ring_write(a, (tail + (uint32_t)sizeof h) % a->cap, p, len);
+    if (len) ring_write(a, ring_wrap(a, tail + (uint32_t)sizeof h), p, len); /* cap >= 64 */
     a->used += need;
     if (a->n_msgs++ == 0) {
         rt->runnable[to / 64u] |= 1ull << (to % 64u);
@@ -133,6 +136,10 @@ static kv_status mbox_push(sim_rt *rt, uint32_t to, uint32_t kind, uint32_t src,
     }
     return KV_OK;
 }
+
+/* A 4-ary heap: half the depth of a binary one, fewer moves per pop. Keys
+ * are unique, so the pop order is the same with any arity. */
+#define HEAP_ARITY 4u
 
 static bool key_less(const sim_heap_key *a, const sim_heap_key *b) {
     return a->at_ns < b->at_ns || (a->at_ns == b->at_ns && a->seq_slot < b->seq_slot);
@@ -149,7 +156,7 @@ static kv_status heap_push(sim_rt *rt, const sim_event *ev) {
     sim_heap_key k = {.at_ns = ev->at_ns, .seq_slot = rt->seq++ << SLOT_BITS | slot};
     uint32_t i = rt->n_events++;
     while (i > 0) { /* move parents down into the hole until k fits */
-        uint32_t parent = (i - 1) / 2;
+        uint32_t parent = (i - 1) / HEAP_ARITY;
         if (!key_less(&k, &rt->heap[parent])) break;
         rt->heap[i] = rt->heap[parent];
         i = parent;
@@ -163,10 +170,12 @@ static const sim_event *heap_pop(sim_rt *rt) {
     uint32_t slot = (uint32_t)(rt->heap[0].seq_slot & ((1u << SLOT_BITS) - 1u));
     sim_heap_key last = rt->heap[--rt->n_events];
     uint32_t i = 0, n = rt->n_events;
-    for (;;) { /* move the smaller child up into the hole until last fits */
-        uint32_t l = 2 * i + 1, m = l;
+    for (;;) { /* move the smallest child up into the hole until last fits */
+        uint32_t l = HEAP_ARITY * i + 1, m = l;
         if (l >= n) break;
-        if (l + 1 < n && key_less(&rt->heap[l + 1], &rt->heap[l])) m = l + 1;
+        uint32_t end = l + HEAP_ARITY < n ? l + HEAP_ARITY : n;
+        for (uint32_t c = l + 1; c < end; c++)
+            if (key_less(&rt->heap[c], &rt->heap[m])) m = c;
         if (!key_less(&rt->heap[m], &last)) break;
         rt->heap[i] = rt->heap[m];
         i = m;
@@ -353,7 +362,7 @@ bool sim_rt_run_one(sim_rt *rt) {
     mbox_hdr h;
     if (a->cap - a->head >= sizeof h) memcpy(&h, a->ring + a->head, sizeof h);
     else ring_read(a, a->head, &h, sizeof h);
-    uint32_t at = (a->head + (uint32_t)sizeof h) % a->cap;
+    uint32_t at = ring_wrap(a, a->head + (uint32_t)sizeof h);
     const uint8_t *payload = a->ring + at;
     if (at + h.len > a->cap) { /* wraps: one copy */
         ring_read(a, at, rt->payload, h.len);
@@ -366,7 +375,7 @@ bool sim_rt_run_one(sim_rt *rt) {
     if (rt->hook) rt->hook(rt->hook_ctx, id, &m);
     rt->current = KV_ACTOR_NONE;
     uint32_t used = (uint32_t)sizeof h + align8(h.len);
-    a->head = (a->head + used) % a->cap;
+    a->head = ring_wrap(a, a->head + used); /* used <= a->used <= cap */
     a->used -= used;
     if (--a->n_msgs == 0) {
         rt->runnable[id / 64u] &= ~(1ull << (id % 64u));

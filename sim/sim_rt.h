@@ -3,7 +3,7 @@
  * Mailboxes are byte rings sized at spawn. A post within a node appends at
  * once; a post across nodes becomes a delivery event at now + latency (drawn
  * from the choice stream), FIFO per (source node, destination actor); a
- * post_at is a timer event. Events live in a binary heap ordered by
+ * post_at is a timer event. Events live in a 4-ary heap ordered by
  * (time, sequence) — never by pointer — with payloads in a per-run arena.
  *
  * The world drives it: sim_rt_deliver_due() moves due events into mailboxes,

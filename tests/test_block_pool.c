@@ -420,7 +420,18 @@ Test(block_pool, check_detects_corruption, .fini = teardown_pool) {
     cr_expect_not(kv_pool_check(&pool));
     pool.meta[ids[1]].tag = KV_BT_OWNED;
 
-    cr_expect_eq(test_env_count(&te, KV_INV_CONSERVE), 5);
+    uint32_t s = 0, mask = pool.index_cap - 1u; /* the index: its one entry */
+    while (pool.index_hash[s] != 0x5) s++;
+    uint32_t far = (s + pool.index_cap / 2u) & mask; /* empty: 1 entry in >= 18 slots */
+    pool.index_hash[far] = 0x5; /* a second entry for the same hash */
+    pool.index_block[far] = ids[0];
+    cr_expect_not(kv_pool_check(&pool));
+    pool.index_hash[s] = 0; /* now the only entry, but off its probe path */
+    cr_expect_not(kv_pool_check(&pool));
+    pool.index_hash[s] = 0x5;
+    pool.index_hash[far] = 0;
+
+    cr_expect_eq(test_env_count(&te, KV_INV_CONSERVE), 7);
     te.n_violations = 0;
     cr_expect(kv_pool_check(&pool));
     cr_expect_eq(te.n_violations, 0);
