@@ -76,12 +76,21 @@ static void w_u16(wcur *w, uint32_t v) { w_le(w, v, 2); }
 static void w_u32(wcur *w, uint32_t v) { w_le(w, v, 4); }
 static void w_u64(wcur *w, uint64_t v) { w_le(w, v, 8); }
 
+static void w_bytes(wcur *w, const uint8_t *p, size_t n) {
+    if (w->n <= w->cap && w->cap - w->n >= n) { /* fits: one copy */
+        if (n) memcpy(w->p + w->n, p, n);
+        w->n += n;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) w_u8(w, p[i]); /* stores the bytes that fit, counts all */
+}
+
 static kv_status w_str(wcur *w, const char *s, size_t size) {
     const char *z = memchr(s, '\0', size);
     if (!z) return KV_EINVAL;
     size_t n = (size_t)(z - s);
     w_u16(w, (uint32_t)n);
-    for (size_t i = 0; i < n; i++) w_u8(w, (uint8_t)s[i]);
+    w_bytes(w, (const uint8_t *)s, n);
     return KV_OK;
 }
 
@@ -177,10 +186,6 @@ static kv_status w_flags(wcur *w, const kv_wire_store *m, uint32_t *found) {
         w_u8(w, m->flag[i]);
     }
     return KV_OK;
-}
-
-static void w_bytes(wcur *w, const uint8_t *p, size_t n) {
-    for (size_t i = 0; i < n; i++) w_u8(w, p[i]);
 }
 
 static kv_status w_store(wcur *w, uint32_t type, const kv_wire_store *m) {
