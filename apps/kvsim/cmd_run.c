@@ -64,6 +64,8 @@ const kvsim_cmd kvsim_cmd_run = {
     "kvsim run (--seed N [--workload faults|steady|load] | FILE.kvs | FILE) [--bug NAME]... [--trace] [--trace-json FILE] [--trace-hash]\n"
     "         [--kvmem host|staged]\n"
     "  Runs one scenario (generated from a seed, a .kvs text file, or any other\n"
-    "  file as a binary scenario such as a fuzzer crash artifact) and reports the\n"
-    "  checker's verdict; on a violation prints the scenario as .kvs text.\n",
+    "  file as a binary scenario, taken as it decodes) and reports the checker's\n"
+    "  verdict; on a violation prints the scenario as .kvs text. A fuzz_scenario\n"
+    "  input (crash-*, corpus/fuzz_scenario/*) runs as the fuzzer ran it, with its\n"
+    "  derived liveness bound, under kvsim replay --fuzz FILE.\n",
     cmd_run};
