@@ -426,8 +426,9 @@ kv_status kv_p2p_receiver_new(kv_worker *w, kv_p2p_receiver **out, uint32_t *out
     if (!r) return KV_ENOMEM;
     r->w = w;
     r->n_req = 2u * w->cfg.reqs_max < RCV_REQS_MAX ? 2u * w->cfg.reqs_max : RCV_REQS_MAX;
-    r->req = kv_alloc(w->env, r->n_req * sizeof r->req[0]);
+    r->req = kv_alloc_scratch(w->env, r->n_req * sizeof r->req[0]); /* insert writes a whole slot */
     r->staged = kv_alloc_scratch(w->env, r->n_req * sizeof r->staged[0]);
+    for (uint32_t i = 0; r->req && i < r->n_req; i++) r->req[i].used = false;
     r->msg = kv_alloc_scratch(w->env, sizeof *r->msg);
     r->buf = kv_alloc_scratch(w->env, KV_WIRE_MAX);
     kv_status st = r->req && r->staged && r->msg && r->buf ? KV_OK : KV_ENOMEM;
