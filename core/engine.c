@@ -788,8 +788,10 @@ kv_status kv_engine_new(const kv_env *env, kv_rt *rt, const kv_engine_cfg *cfg, 
     e->cfg = *cfg;
     if (!e->cfg.reqs_max) e->cfg.reqs_max = KV_ENGINE_REQS_MAX;
     uint32_t cap = e->cfg.reqs_max;
-    e->req = kv_alloc(env, cap * sizeof e->req[0]);
-    /* queues and the frozen step are count-indexed: written before read */
+    /* slots are reached only through the live bitmap; on_add clears one
+     * before use. Queues and the frozen step are count-indexed: written
+     * before read. */
+    e->req = kv_alloc_scratch(env, cap * sizeof e->req[0]);
     e->waiting = kv_alloc_scratch(env, cap * sizeof e->waiting[0]);
     e->running = kv_alloc_scratch(env, cap * sizeof e->running[0]);
     e->step.req = kv_alloc_scratch(env, cap * sizeof e->step.req[0]);
