@@ -530,12 +530,13 @@ kv_status kv_p2p_sender_new(kv_worker *w, kv_p2p_sender **out, uint32_t *out_act
     s->w = w;
     s->n_entries = 2u * w->cfg.reqs_max < SND_ENTRIES_MAX ? 2u * w->cfg.reqs_max : SND_ENTRIES_MAX;
     s->n_preqs = preq_pool_size(w->cfg.reqs_max);
-    s->entry = kv_alloc(w->env, s->n_entries * sizeof s->entry[0]);
+    s->entry = kv_alloc_scratch(w->env, s->n_entries * sizeof s->entry[0]); /* get_or_create clears a slot */
     s->preq = kv_alloc_scratch(w->env, s->n_preqs * sizeof s->preq[0]); /* a pull writes its slots */
     s->preq_used = kv_alloc(w->env, s->n_preqs * sizeof s->preq_used[0]);
     s->in = kv_alloc_scratch(w->env, sizeof *s->in);
     s->out = kv_alloc_scratch(w->env, sizeof *s->out);
     kv_status st = s->entry && s->preq && s->preq_used && s->in && s->out ? KV_OK : KV_ENOMEM;
+    for (uint32_t i = 0; st == KV_OK && i < s->n_entries; i++) s->entry[i].used = false;
     if (st == KV_OK) st = kv_worker_spawn(w, "send", send_handle, s, 1u << 18, &s->actor);
     if (st == KV_OK) st = kvt_ep_open(w->t, s->actor, &s->ep, &s->addr);
     if (st != KV_OK) {

@@ -284,7 +284,7 @@ kv_status kv_store_sched_new(kv_engine *e, kv_conn_sched *out) {
     store_sched *c = kv_alloc(e->env, sizeof *c);
     if (!c) return KV_ENOMEM;
     c->e = e;
-    c->req = kv_alloc(e->env, e->cfg.reqs_max * sizeof c->req[0]);
+    c->req = kv_alloc_scratch(e->env, e->cfg.reqs_max * sizeof c->req[0]); /* find clears a slot it hands out */
     c->buf[0].req = kv_alloc_scratch(e->env, e->cfg.reqs_max * sizeof c->buf[0].req[0]);
     c->buf[1].req = kv_alloc_scratch(e->env, e->cfg.reqs_max * sizeof c->buf[1].req[0]);
     c->owner = (kv_owner){.actor = e->sched_actor, .what = "store scheduler state"};
@@ -293,6 +293,7 @@ kv_status kv_store_sched_new(kv_engine *e, kv_conn_sched *out) {
         kv_store_sched_free(e, out);
         return KV_ENOMEM;
     }
+    for (uint32_t i = 0; i < e->cfg.reqs_max; i++) c->req[i].used = false;
     return KV_OK;
 }
 
