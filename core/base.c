@@ -188,6 +188,8 @@ const char *kv_msg_kind_name(uint32_t kind) {
         [KV_M_STORE_LOAD] = "STORE_LOAD",
         [KV_M_STORE_LOAD_DONE] = "STORE_LOAD_DONE",
         [KV_M_STORE_LOAD_TIMEOUT] = "STORE_LOAD_TIMEOUT",
+        [KV_M_PROXY_ENGINE_DOWN] = "PROXY_ENGINE_DOWN",
+        [KV_M_PROXY_ENGINE_UP] = "PROXY_ENGINE_UP",
     };
     if (kind == KVT_MSG_EVENT) return "TRANSPORT_EVENT";
     if (kind < sizeof names / sizeof names[0] && names[kind]) return names[kind];

@@ -57,6 +57,9 @@ enum kv_msg_kind {
     KV_M_STORE_LOAD,         /* worker main -> receive actor: one load job */
     KV_M_STORE_LOAD_DONE,    /* receive actor -> worker main */
     KV_M_STORE_LOAD_TIMEOUT,
+    /* world -> proxy: an engine's process died / came back (core/proxy.h) */
+    KV_M_PROXY_ENGINE_DOWN,
+    KV_M_PROXY_ENGINE_UP,
 };
 
 /* "ADD_REQ", "P2P_RECV_DONE", "TRANSPORT_EVENT"...; never NULL. */

@@ -4,7 +4,10 @@
  *               AT_P --P done LENGTH_CAPPED, sequential--> AT_D
  *               AT_D --D done--> ENDED (ok / error / aborted)
  *               any --client abort--> abort sent to every engine holding it
- * A request that P fails is not sent to D (when sequential). */
+ * A request that P fails is not sent to D (when sequential).
+ * Engine down: every request sent there and not done there is done there
+ * with FINISHED_ERROR (the same transitions as a reply); sends to it fail
+ * at once until it is up again. */
 #include "core/proxy.h"
 
 #include <string.h>
@@ -12,6 +15,8 @@
 static kv_proxy_req *slot(kv_proxy *p, uint32_t id) { return &p->req[id % p->reqs_max]; }
 
 const kv_proxy_req *kv_proxy_slot(const kv_proxy *p, uint32_t id) { return &p->req[id % p->reqs_max]; }
+
+static void on_done(kv_proxy *p, const kv_m_req_done *d);
 
 static void send_add(kv_proxy *p, kv_proxy_req *q, bool to_p) {
     kv_req_spec s = q->sub.spec;
@@ -32,6 +37,11 @@ static void send_add(kv_proxy *p, kv_proxy_req *q, bool to_p) {
         q->sent_d = 1;
     }
     uint32_t e = to_p ? q->p_engine : q->d_engine;
+    if (p->engine_actor[e] == KV_ACTOR_NONE) { /* down: the connection is refused */
+        kv_m_req_done d = {.engine = e, .id = q->id, .status = KV_RS_FINISHED_ERROR, .phase = KV_PH_DONE};
+        on_done(p, &d);
+        return;
+    }
     kv_rt_post(p->rt, p->engine_actor[e], KV_M_ADD_REQ, &s, sizeof s);
 }
 
@@ -95,6 +105,19 @@ static void on_abort(kv_proxy *p, uint32_t id) {
     if (!q->sent_d) end_req(p, q, KV_OUT_ABORTED);
 }
 
+static void on_engine_down(kv_proxy *p, uint32_t e) {
+    if (e >= KV_ENGINES_MAX) return;
+    p->engine_actor[e] = KV_ACTOR_NONE;
+    for (uint32_t i = 0; i < p->reqs_max; i++) {
+        kv_proxy_req *q = &p->req[i];
+        if (!q->used || q->outcome != KV_OUT_PENDING) continue;
+        bool at_p = q->p_engine == e && q->sent_p && !q->p_done, at_d = q->d_engine == e && q->sent_d && !q->d_done;
+        if (!at_p && !at_d) continue;
+        kv_m_req_done d = {.engine = e, .id = q->id, .status = KV_RS_FINISHED_ERROR, .phase = KV_PH_DONE};
+        on_done(p, &d);
+    }
+}
+
 static void proxy_handle(void *self, const kv_msg *m) {
     kv_proxy *p = self;
     kv_owner_check(p->env, &p->owner, UINT32_MAX);
@@ -102,6 +125,12 @@ static void proxy_handle(void *self, const kv_msg *m) {
     case KV_M_PROXY_SUBMIT: on_submit(p, m->payload); break;
     case KV_M_REQ_DONE: on_done(p, m->payload); break;
     case KV_M_PROXY_ABORT: on_abort(p, ((const kv_m_abort *)m->payload)->id); break;
+    case KV_M_PROXY_ENGINE_DOWN: on_engine_down(p, ((const kv_m_proxy_engine *)m->payload)->engine); break;
+    case KV_M_PROXY_ENGINE_UP: {
+        const kv_m_proxy_engine *u = m->payload;
+        if (u->engine < KV_ENGINES_MAX) p->engine_actor[u->engine] = u->sched_actor;
+        break;
+    }
     default: kv_logf(p->env, KV_LOG_WARN, "proxy: unexpected message %u", m->kind);
     }
 }

@@ -5,7 +5,10 @@
  * id, P's engine id and bootstrap address. D is contacted either right away
  * (concurrent: D's pull may reach P before P has the request, exercising
  * placeholders) or after P answers (sequential). A client abort goes to
- * every engine that has the request. Owner: the proxy actor. */
+ * every engine that has the request. When an engine's process dies, every
+ * request it had is done there with an error (as an HTTP proxy sees its
+ * connection to the engine break); a request sent to an engine that is
+ * down fails at once. Owner: the proxy actor. */
 #ifndef KVCONN_CORE_PROXY_H
 #define KVCONN_CORE_PROXY_H
 
@@ -19,6 +22,13 @@ typedef struct kv_m_proxy_submit {
     uint8_t sequential;      /* 1: contact D after P answers */
     uint32_t d_extra_tokens; /* fault: D is told a longer prompt than P */
 } kv_m_proxy_submit;
+
+/* An engine's process died (the proxy's connection to it broke) or a new
+ * process took its place: sched_actor is the new scheduler actor. */
+typedef struct kv_m_proxy_engine {
+    uint32_t engine;
+    uint32_t sched_actor; /* UP only */
+} kv_m_proxy_engine;
 
 typedef enum kv_proxy_outcome {
     KV_OUT_PENDING = 0, KV_OUT_OK, KV_OUT_ERROR, KV_OUT_ABORTED

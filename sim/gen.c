@@ -67,24 +67,42 @@ static void gen_requests(sim_choice *c, sim_world_cfg *cfg, uint32_t n_lo, uint3
     }
 }
 
-/* Bit k: fault kind k (SIM_F_KIND_COUNT: "P has fewer blocks") is on. */
+/* The fault plan is drawn in two parts: first the kinds of scenario format
+ * version 2, with GEN_FEWER_BLOCKS (their count) standing for "P has fewer
+ * blocks than D" (a request-plan fault), exactly as before version 3; then
+ * engine crashes. So a seed whose draw has no crash gives the scenario it
+ * gave before crashes existed. */
+#define GEN_FEWER_BLOCKS SIM_F_KIND_COUNT_V2
+
+/* Bit k: version-2 fault kind k (GEN_FEWER_BLOCKS: "P has fewer blocks") is on. */
 static uint32_t gen_swarm(sim_choice *c) {
     uint32_t swarm = 0;
-    for (uint32_t k = 1; k <= SIM_F_KIND_COUNT; k++)
+    for (uint32_t k = 1; k <= GEN_FEWER_BLOCKS; k++)
         if (sim_choice_below(c, 2)) swarm |= 1u << k;
     return swarm;
 }
 
-/* Fault kinds available to the swarm; SIM_F_KIND_COUNT stands for "P has
- * fewer blocks than D" (a request-plan fault). */
+/* Crashes of engine processes: in one run of four, one or two, each at a
+ * random time in the plan's span, restarting 1-200 ms later. */
+static void gen_crashes(sim_choice *c, sim_world_cfg *cfg, uint64_t span) {
+    if (sim_choice_below(c, 4) != 0) return;
+    uint32_t n = pick(c, 1, 2);
+    for (uint32_t i = 0; i < n && cfg->n_faults < SIM_FAULTS_MAX; i++) {
+        sim_fault *f = &cfg->fault[cfg->n_faults++];
+        *f = (sim_fault){.kind = SIM_F_PEER_CRASH, .at_ns = (uint64_t)sim_choice_below(c, 1000) * (span / 1000u)};
+        f->target = sim_choice_below(c, cfg->n_p + cfg->n_d);
+        f->arg = pick(c, 1, 200);
+    }
+}
+
 static void gen_faults(sim_choice *c, sim_world_cfg *cfg, uint32_t swarm, uint32_t n_max) {
     uint64_t span = cfg->req[cfg->n_reqs - 1].at_ns + 60000000u;
     uint32_t n = sim_choice_below(c, n_max + 1);
     cfg->n_faults = 0;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t kind = pick(c, 1, SIM_F_KIND_COUNT);
+        uint32_t kind = pick(c, 1, GEN_FEWER_BLOCKS);
         if (!((swarm >> kind) & 1u)) continue;
-        if (kind == SIM_F_KIND_COUNT) {
+        if (kind == GEN_FEWER_BLOCKS) {
             /* D is told a longer prompt (sim_cfg_searchable makes it cross
              * a block boundary) */
             uint32_t r = sim_choice_below(c, cfg->n_reqs); /* one draw per statement */
@@ -116,9 +134,11 @@ static void gen_faults(sim_choice *c, sim_world_cfg *cfg, uint32_t swarm, uint32
         case SIM_F_SENDER_ERR_REQ:
         case SIM_F_SENDER_DROP_RESP:
         case SIM_F_TE_ERROR: f->target = sim_choice_below(c, cfg->n_p); break;
+        case SIM_F_PEER_CRASH: /* drawn by gen_crashes */
         case SIM_F_KIND_COUNT: break;
         }
     }
+    gen_crashes(c, cfg, span);
 }
 
 /* The defaults, with every later draw from one stream seeded by (seed, salt). */

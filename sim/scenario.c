@@ -49,6 +49,7 @@ _Static_assert(SIM_REQS_MAX <= U16_MAX && SIM_FAULTS_MAX <= 255u, "counts fit th
 
 static const uint8_t magic[4] = {'K', 'V', 'S', (uint8_t)SIM_SCENARIO_VERSION};
 static const uint8_t magic_v1[4] = {'K', 'V', 'S', 1};
+static const uint8_t magic_v2[4] = {'K', 'V', 'S', 2};
 static const uint32_t tp_set[3] = {1, 2, 4};
 static const uint32_t block_set[4] = {4, 8, 16, 32};
 
@@ -262,29 +263,34 @@ static void rd_req(rd *r, sim_req_plan *q) {
     q->d_extra_tokens = rd_u8(r, 0);
 }
 
-static void rd_fault(rd *r, sim_fault *f) {
+/* kinds_hi: the last fault kind of the input's format version. */
+static void rd_fault(rd *r, sim_fault *f, uint32_t kinds_hi) {
     f->at_ns = rd_u64(r, 0);
-    f->kind = rd_u8(r, SIM_F_ABORT);
+    f->kind = fit_u32(rd_u8(r, SIM_F_ABORT), 1, kinds_hi);
     f->target = rd_u16(r, 0);
     f->arg = rd_u16(r, 0);
 }
 
-static void rd_lists(rd *r, sim_world_cfg *c) {
+static void rd_lists(rd *r, sim_world_cfg *c, uint32_t kinds_hi) {
     uint32_t n = rd_u16(r, 0) % (SIM_REQS_MAX + 1u);
     c->n_reqs = 0;
     for (uint32_t i = 0; i < n && r->pos < r->len; i++) rd_req(r, &c->req[c->n_reqs++]);
     n = rd_u8(r, 0) % (SIM_FAULTS_MAX + 1u);
     c->n_faults = 0;
-    for (uint32_t i = 0; i < n && r->pos < r->len; i++) rd_fault(r, &c->fault[c->n_faults++]);
+    for (uint32_t i = 0; i < n && r->pos < r->len; i++) rd_fault(r, &c->fault[c->n_faults++], kinds_hi);
 }
 
 void sim_scenario_from_bytes(const uint8_t *buf, size_t len, sim_scenario *out) {
     sim_scenario_init(out);
     rd r = {.p = buf, .len = buf ? len : 0, .pos = 0};
     bool v1 = r.len >= sizeof magic_v1 && memcmp(buf, magic_v1, sizeof magic_v1) == 0;
-    if (v1 || (r.len >= sizeof magic && memcmp(buf, magic, sizeof magic) == 0)) r.pos = sizeof magic;
+    bool v2 = r.len >= sizeof magic_v2 && memcmp(buf, magic_v2, sizeof magic_v2) == 0;
+    bool v3 = r.len >= sizeof magic && memcmp(buf, magic, sizeof magic) == 0;
+    if (v1 || v2 || v3) r.pos = sizeof magic;
     rd_fixed(&r, &out->cfg, v1);
-    rd_lists(&r, &out->cfg);
+    /* the fault kinds of version 3 on only behind its magic: every older
+     * input (magic-less ones too) decodes as it always did */
+    rd_lists(&r, &out->cfg, v3 ? SIM_F_KIND_COUNT - 1u : SIM_F_KIND_COUNT_V2 - 1u);
     size_t n = r.len - r.pos;
     if (n > SIM_CHOICE_MAX) n = SIM_CHOICE_MAX;
     if (n) memcpy(out->choice, r.p + r.pos, n);

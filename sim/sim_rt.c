@@ -21,6 +21,7 @@ typedef struct sim_actor {
     uint32_t head;     /* read offset */
     uint32_t used;     /* bytes in ring */
     uint32_t n_msgs;
+    bool dead;         /* killed (its process crashed): never runs, mail to it is dropped */
 } sim_actor;
 
 #define EV_INLINE_BYTES 48u
@@ -74,6 +75,7 @@ struct sim_rt {
     uint32_t n_runnable; /* bits set in runnable */
     kv_status error;
     uint64_t messages;
+    uint64_t dropped;  /* messages to dead actors */
     sim_rt_hook hook;
     void *hook_ctx;
     uint8_t payload[KV_MSG_PAYLOAD_MAX]; /* the message being handled (kv_msg.payload) */
@@ -117,6 +119,10 @@ static void ring_read(const sim_actor *a, uint32_t at, void *dst, uint32_t n) {
 static kv_status mbox_push(sim_rt *rt, uint32_t to, uint32_t kind, uint32_t src, const void *p,
                            uint32_t len) {
     sim_actor *a = &rt->actors[to];
+    if (a->dead) { /* mail to a crashed process is lost */
+        rt->dropped++;
+        return KV_OK;
+    }
     uint32_t need = (uint32_t)sizeof(mbox_hdr) + align8(len);
     if (a->used + need > a->cap) {
         rt->error = KV_EFULL;
@@ -238,6 +244,7 @@ static kv_status rt_spawn(kv_rt *iface, const char *name, uint32_t node, kv_acto
     a->fn = fn;
     a->self = self;
     a->head = a->used = a->n_msgs = 0;
+    a->dead = false;
     rt->n_actors++;
     *out_id = id;
     return KV_OK;
@@ -327,7 +334,7 @@ void sim_rt_reset(sim_rt *rt, sim_choice *choice) {
     memset(rt->runnable, 0, sizeof rt->runnable);
     rt->n_runnable = 0;
     rt->error = KV_OK;
-    rt->messages = 0;
+    rt->messages = rt->dropped = 0;
 }
 
 uint64_t sim_rt_now(const sim_rt *rt) { return rt->now_ns; }
@@ -383,6 +390,21 @@ bool sim_rt_run_one(sim_rt *rt) {
     }
     return true;
 }
+
+void sim_rt_kill(sim_rt *rt, uint32_t actor) {
+    if (actor >= rt->n_actors || rt->actors[actor].dead) return;
+    sim_actor *a = &rt->actors[actor];
+    rt->dropped += a->n_msgs;
+    if (a->n_msgs) {
+        rt->runnable[actor / 64u] &= ~(1ull << (actor % 64u));
+        rt->n_runnable--;
+    }
+    a->head = a->used = a->n_msgs = 0;
+    a->dead = true;
+}
+
+bool sim_rt_dead(const sim_rt *rt, uint32_t actor) { return actor < rt->n_actors && rt->actors[actor].dead; }
+uint64_t sim_rt_dropped(const sim_rt *rt) { return rt->dropped; }
 
 kv_status sim_rt_error(const sim_rt *rt) { return rt->error; }
 const char *sim_rt_actor_name(const sim_rt *rt, uint32_t a) {

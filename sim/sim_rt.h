@@ -62,6 +62,13 @@ bool sim_rt_run_one(sim_rt *rt);
  * is invalid as a test of the core and the world stops it. */
 kv_status sim_rt_error(const sim_rt *rt);
 
+/* A crashed process: the actor never runs again; its mail, queued and
+ * future (posts and timers), is dropped and counted. Spawning goes on with
+ * new ids, so a restarted process is new actors. */
+void sim_rt_kill(sim_rt *rt, uint32_t actor);
+bool sim_rt_dead(const sim_rt *rt, uint32_t actor);
+uint64_t sim_rt_dropped(const sim_rt *rt);
+
 const char *sim_rt_actor_name(const sim_rt *rt, uint32_t actor);
 uint32_t sim_rt_actor_node(const sim_rt *rt, uint32_t actor);
 uint32_t sim_rt_actor_count(const sim_rt *rt);

@@ -36,8 +36,14 @@ struct sim_world {
     kv_proxy *proxy;
     kv_bootstrap *boot;
     sim_store *store;    /* NULL when no engine uses the store */
-    kv_engine *eng[KV_ENGINES_MAX];
+    kv_engine *eng[KV_ENGINES_MAX]; /* the live process of each engine index */
     uint32_t n_eng;
+    bool down[KV_ENGINES_MAX];      /* crashed, no process in its place (yet) */
+    uint32_t n_actors_of[KV_ENGINES_MAX]; /* actors a process of engine i spawns */
+    kv_engine *all_eng[KV_ENGINES_MAX + SIM_FAULTS_MAX]; /* every process of the run, for its counters */
+    uint32_t n_all;
+    struct { uint64_t at_ns; uint32_t engine; } restart[SIM_FAULTS_MAX]; /* pending, in time order */
+    uint32_t n_restart;
     sim_result *res;
     FILE *trace;
     FILE *json;          /* Chrome trace events, or NULL */
@@ -251,6 +257,17 @@ static kv_engine_cfg engine_cfg(const sim_world *w, uint32_t i) {
     return e;
 }
 
+/* A process of engine i: its actors, on its transport nodes. */
+static kv_status start_engine(sim_world *w, uint32_t i) {
+    kv_engine_cfg ec = engine_cfg(w, i);
+    kvt *t[KV_TP_MAX];
+    for (uint32_t r = 0; r < ec.tp; r++) t[r] = sim_net_node(w->net, ec.node + 1 + r);
+    kv_conn_kind kind = (kv_conn_kind)(ec.role == KV_ROLE_PRODUCER ? w->cfg->conn_p : w->cfg->conn_d);
+    kv_status st = kv_engine_new(&w->env, sim_rt_iface(w->rt), &ec, kind, t, &w->eng[i]);
+    if (st == KV_OK) w->all_eng[w->n_all++] = w->eng[i];
+    return st;
+}
+
 static kv_status build(sim_world *w) {
     const sim_world_cfg *c = w->cfg;
     if (c->n_p == 0 || c->n_d == 0 || c->n_p + c->n_d > KV_ENGINES_MAX || c->n_reqs > SIM_REQS_MAX ||
@@ -266,12 +283,12 @@ static kv_status build(sim_world *w) {
         st = sim_store_new(&w->env, rt, sim_net_node(w->net, STORE_NODE), STORE_NODE, c->store_capacity, &w->store);
     if (st != KV_OK) return st;
     w->n_eng = c->n_p + c->n_d;
+    w->n_all = w->n_restart = 0;
     for (uint32_t i = 0; i < w->n_eng && st == KV_OK; i++) {
-        kv_engine_cfg ec = engine_cfg(w, i);
-        kvt *t[KV_TP_MAX];
-        for (uint32_t r = 0; r < ec.tp; r++) t[r] = sim_net_node(w->net, ec.node + 1 + r);
-        kv_conn_kind kind = (kv_conn_kind)(ec.role == KV_ROLE_PRODUCER ? c->conn_p : c->conn_d);
-        st = kv_engine_new(&w->env, rt, &ec, kind, t, &w->eng[i]);
+        uint32_t before = sim_rt_actor_count(w->rt);
+        w->down[i] = false;
+        st = start_engine(w, i);
+        w->n_actors_of[i] = sim_rt_actor_count(w->rt) - before;
         if (st == KV_OK) w->proxy->engine_actor[i] = w->eng[i]->sched_actor;
     }
     return st;
@@ -290,7 +307,7 @@ static uint64_t item_end(const sim_world *w, uint32_t it) {
     if (it < w->cfg->n_reqs) return t;
     const sim_fault *f = &w->cfg->fault[it - w->cfg->n_reqs];
     if (f->kind == SIM_F_NET_DELAY) return t + 50000000ull + (uint64_t)f->arg * 1000000ull;
-    if (f->kind == SIM_F_BOOT_DOWN) return t + (uint64_t)f->arg * 1000000ull;
+    if (f->kind == SIM_F_BOOT_DOWN || f->kind == SIM_F_PEER_CRASH) return t + (uint64_t)f->arg * 1000000ull;
     return t;
 }
 
@@ -315,12 +332,69 @@ static void sort_items(sim_world *w) {
 static void count_abort_phases(sim_world *w, uint32_t id) {
     bool any = false;
     for (uint32_t i = 0; i < w->n_eng; i++) {
-        const kv_sreq *s = kv_engine_find(w->eng[i], id);
+        const kv_sreq *s = w->down[i] ? NULL : kv_engine_find(w->eng[i], id);
         if (!s || s->phase >= KV_PH_COUNT) continue;
         w->res->fault_phase[SIM_F_ABORT][s->phase]++;
         any = true;
     }
     if (!any) w->res->fault_phase[SIM_F_ABORT][KV_PH_DONE]++;
+}
+
+static void post_engine(sim_world *w, uint32_t kind, uint32_t engine, uint32_t sched_actor) {
+    kv_m_proxy_engine m = {.engine = engine, .sched_actor = sched_actor};
+    kv_rt_post(sim_rt_iface(w->rt), w->proxy->actor, kind, &m, sizeof m);
+}
+
+/* The process of engine i dies: its actors never run again (their mail is
+ * dropped), its transport nodes crash (in-flight traffic lost, peers get
+ * PEER_DOWN), its KV memory is gone with it (the checker stops looking at
+ * its pools), and the proxy's connection to it breaks. A new process takes
+ * its place restart_ms later. Coverage counts the phase of each request
+ * the engine held. */
+static void crash_engine(sim_world *w, uint32_t i, uint32_t restart_ms) {
+    if (w->down[i]) return; /* already dead: nothing more to kill */
+    kv_engine *e = w->eng[i];
+    uint32_t held = 0;
+    for (uint64_t m = e->live; m; m &= m - 1) {
+        const kv_sreq *s = &e->req[__builtin_ctzll(m)];
+        if (s->phase < KV_PH_COUNT) w->res->fault_phase[SIM_F_PEER_CRASH][s->phase]++, held++;
+    }
+    if (!held) w->res->fault_phase[SIM_F_PEER_CRASH][KV_PH_DONE]++;
+    for (uint32_t a = 0; a < sim_rt_actor_count(w->rt); a++)
+        if (sim_rt_actor_node(w->rt, a) == e->cfg.node) sim_rt_kill(w->rt, a);
+    for (uint32_t r = 0; r < e->cfg.tp; r++) sim_net_fault_crash(w->net, e->cfg.node + 1 + r);
+    w->down[i] = true;
+    post_engine(w, KV_M_PROXY_ENGINE_DOWN, i, KV_ACTOR_NONE);
+    uint64_t at = sim_rt_now(w->rt) + (uint64_t)restart_ms * 1000000ull;
+    uint32_t k = w->n_restart++; /* faults are applied in time order; keep restarts so */
+    while (k > 0 && w->restart[k - 1].at_ns > at) {
+        w->restart[k] = w->restart[k - 1];
+        k--;
+    }
+    w->restart[k].at_ns = at;
+    w->restart[k].engine = i;
+}
+
+/* A new process of engine i: fresh actors, pools and connector state on the
+ * same transport nodes (and so the same addresses); it registers with the
+ * bootstrap service as the first one did. When the runtime has no room for
+ * its actors the engine stays down (said in the trace). */
+static void restart_engine(sim_world *w, uint32_t i) {
+    bool room = sim_rt_actor_count(w->rt) + w->n_actors_of[i] <= SIM_ACTORS_MAX;
+    kv_engine *dead = w->eng[i];
+    if (room) {
+        for (uint32_t r = 0; r < dead->cfg.tp; r++) sim_net_fault_restart(w->net, dead->cfg.node + 1 + r);
+        room = start_engine(w, i) == KV_OK;
+    }
+    if (w->trace)
+        fprintf(w->trace, "%12llu  %-14s RESTART engine %u%s\n", (unsigned long long)sim_rt_now(w->rt), "world", i,
+                room ? "" : ": no room for its actors, it stays down");
+    if (!room) {
+        w->eng[i] = dead;
+        return;
+    }
+    w->down[i] = false;
+    post_engine(w, KV_M_PROXY_ENGINE_UP, i, w->eng[i]->sched_actor);
 }
 
 static void post_fault_to_senders(sim_world *w, uint32_t p, uint32_t kind) {
@@ -375,6 +449,10 @@ static void apply_fault(sim_world *w, const sim_fault *f) {
     case SIM_F_STORE_GET_FAIL: post_fault_to_store(w, KV_F_STORE_GET_FAIL, f->arg % 8u); break;
     case SIM_F_STORE_EVICT: post_fault_to_store(w, KV_F_STORE_EVICT, f->arg % 256u); break;
     case SIM_F_STORE_PRESSURE: post_fault_to_store(w, KV_F_STORE_PRESSURE, f->arg % 8u); break;
+    case SIM_F_PEER_CRASH:
+        crash_engine(w, f->target % w->n_eng, f->arg);
+        phase = KV_PH_COUNT; /* counted there */
+        break;
     case SIM_F_KIND_COUNT: break;
     }
     if (f->kind < SIM_F_KIND_COUNT && phase < KV_PH_COUNT) w->res->fault_phase[f->kind][phase]++;
@@ -410,7 +488,15 @@ static void apply_due_items(sim_world *w) {
         if (it < w->cfg->n_reqs) submit_req(w, it);
         else apply_fault(w, &w->cfg->fault[it - w->cfg->n_reqs]);
     }
+    while (w->n_restart && w->restart[0].at_ns <= sim_rt_now(w->rt)) {
+        uint32_t i = w->restart[0].engine;
+        w->n_restart--;
+        memmove(&w->restart[0], &w->restart[1], w->n_restart * sizeof w->restart[0]);
+        restart_engine(w, i);
+    }
 }
+
+static uint64_t next_restart(const sim_world *w) { return w->n_restart ? w->restart[0].at_ns : UINT64_MAX; }
 
 /* ---- network ------------------------------------------------------------------- */
 
@@ -510,7 +596,7 @@ static void after_event(void *ctx, uint32_t actor, const kv_msg *m) {
 
 static const char *stall_state(const sim_world *w, uint32_t id, uint32_t *engine) {
     for (uint32_t i = w->n_eng; i-- > 0;) {
-        const kv_sreq *s = kv_engine_find(w->eng[i], id);
+        const kv_sreq *s = w->down[i] ? NULL : kv_engine_find(w->eng[i], id); /* a dead process holds nothing */
         if (!s) continue;
         *engine = i;
         return s->delay_free ? "finished, blocks held (delayed free)" : kv_req_status_name((kv_req_status)s->r.status);
@@ -532,6 +618,7 @@ static void check_quiescence(sim_world *w, bool timed_out) {
     }
     for (uint32_t i = 0; i < w->n_eng && !w->res->violated; i++) {
         const kv_engine *e = w->eng[i];
+        if (w->down[i]) continue; /* its memory died with it */
         check_engine(w, e, true);
         for (uint32_t g = 0; g < e->cfg.n_groups && !w->res->violated; g++) {
             kv_pool_report r;
@@ -583,6 +670,7 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
         sim_rt_deliver_due(w->rt);
         if (sim_rt_run_one(w->rt)) continue;
         uint64_t next_item = w->next_item < w->n_items ? item_time(w, w->order[w->next_item]) : UINT64_MAX;
+        if (next_restart(w) < next_item) next_item = next_restart(w);
         uint64_t next = min3(sim_rt_next_event(w->rt), sim_net_next_due(w->net), next_item);
         if (next == UINT64_MAX) break;
         if (next > bound) {
@@ -604,12 +692,13 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
     out->requests_ok = w->proxy->ok;
     out->requests_error = w->proxy->errors;
     out->requests_aborted = w->proxy->aborted;
-    for (uint32_t i = 0; i < w->n_eng; i++) {
-        out->armed[KV_INV_STRAY] += w->eng[i]->stats.finished_recving + w->eng[i]->stats.finished_sending;
-        out->armed[KV_INV_SCHED_ASSERT] += w->eng[i]->stats.finished_recving;
-        out->rejected_loads += w->eng[i]->stats.rejected_loads;
-        for (uint32_t r = 0; r < w->eng[i]->cfg.tp; r++) {
-            const kv_worker *wk = w->eng[i]->worker[r];
+    for (uint32_t i = 0; i < w->n_all; i++) { /* every process, the dead ones too */
+        const kv_engine *e = w->all_eng[i];
+        out->armed[KV_INV_STRAY] += e->stats.finished_recving + e->stats.finished_sending;
+        out->armed[KV_INV_SCHED_ASSERT] += e->stats.finished_recving;
+        out->rejected_loads += e->stats.rejected_loads;
+        for (uint32_t r = 0; r < e->cfg.tp; r++) {
+            const kv_worker *wk = e->worker[r];
             out->armed[KV_INV_DATA] += wk->verified_blocks;
             out->armed[KV_INV_SAVE] += wk->store_checks;
             out->store_saves += wk->store_saves;
@@ -651,7 +740,8 @@ const char *sim_fault_name(uint32_t kind) {
         [SIM_F_BOOT_DOWN] = "bootstrap_down", [SIM_F_TE_ERROR] = "te_error",
         [SIM_F_NET_RESET] = "net_reset",   [SIM_F_NET_DELAY] = "net_delay",
         [SIM_F_STORE_PUT_FAIL] = "store_put_fail", [SIM_F_STORE_GET_FAIL] = "store_get_fail",
-        [SIM_F_STORE_EVICT] = "store_evict", [SIM_F_STORE_PRESSURE] = "store_pressure"};
+        [SIM_F_STORE_EVICT] = "store_evict", [SIM_F_STORE_PRESSURE] = "store_pressure",
+        [SIM_F_PEER_CRASH] = "peer_crash"};
     return kind < SIM_F_KIND_COUNT && names[kind] ? names[kind] : "?";
 }
 

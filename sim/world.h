@@ -40,8 +40,15 @@ typedef enum sim_fault_kind {
     SIM_F_STORE_GET_FAIL,     /* arg+1 gets fail (every key of them) */
     SIM_F_STORE_EVICT,        /* the store drops its arg+1 oldest keys (missing keys) */
     SIM_F_STORE_PRESSURE,     /* arg+1 puts find no room (NO_AVAILABLE_HANDLE) */
+    /* format version 3 on */
+    SIM_F_PEER_CRASH,         /* target: engine (P first, then D): its process dies (actors,
+                               * transport, KV memory); a new one takes its place arg ms
+                               * later (scenario format version 3) */
     SIM_F_KIND_COUNT
 } sim_fault_kind;
+/* Kinds 1..SIM_F_KIND_COUNT_V2 - 1 are those of scenario format versions 1
+ * and 2 (and of the generator's draws before crashes existed). */
+#define SIM_F_KIND_COUNT_V2 ((uint32_t)SIM_F_PEER_CRASH)
 const char *sim_fault_name(uint32_t kind);
 
 typedef struct sim_fault {
@@ -119,7 +126,8 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
  * tracks, each request's lifecycle as a span, faults and violations as
  * markers. NULL turns it off. */
 void sim_world_set_json(sim_world *w, FILE *json);
-/* Engine i of the last run (P engines first), or NULL. Read-only. */
+/* Engine i of the last run (P engines first), or NULL; after a crash, the
+ * process that took its place (or the dead one, if none did). Read-only. */
 const kv_engine *sim_world_engine(const sim_world *w, uint32_t i);
 /* Per-engine pool accounting after the last run (for reports). */
 void sim_world_report(const sim_world *w, FILE *out);

@@ -243,6 +243,72 @@ Test(p2p, connection_reset_mid_transfer_fails_cleanly) {
     expect_clean();
 }
 
+/* ---- peer crash and restart ------------------------------------------------ */
+
+/* Requests 0..9 every ms from 1 ms, 3 more at 150-152 ms (when P has
+ * prefilled the first ten); engine `engine`'s process dies at 4.2 ms
+ * (transfers in flight) and a new one takes its place 20 ms later. */
+static void crash_plan(uint32_t engine, kv_fail_policy policy) {
+    reqs(13, 200, 4);
+    for (uint32_t i = 10; i < 13; i++) C.req[i].at_ns = 140000000ull + 1000000ull * i;
+    C.policy = policy;
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 4200000, .kind = SIM_F_PEER_CRASH, .target = engine, .arg = 20};
+}
+
+/* D's pulls from the dead P fail (PEER_DOWN, refused connections): load
+ * errors, and under policy fail those requests end in error; the proxy fails
+ * P's side of each. Nothing hangs, D's pool is clean, and the new P serves
+ * the requests that come after it. */
+Test(p2p, peer_crash_of_p_fails_loads_and_a_new_p_serves_again) {
+    crash_plan(0, KV_POLICY_FAIL);
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok + R.requests_error, 13, "every request ended");
+    cr_assert_gt(R.requests_error, 0);
+    cr_assert_gt(sim_world_engine(W, 1)->stats.load_errors, 0, "D saw its loads fail");
+    cr_assert_geq(R.requests_ok, 3, "the new P serves requests 10..12");
+    cr_assert_eq(R.fault_phase[SIM_F_PEER_CRASH][KV_PH_DONE], 0, "P held requests when it died");
+}
+
+/* Under policy recompute D computes the failed loads itself: a concurrent
+ * request survives its P's death (P's side fails, D's decides). */
+Test(p2p, peer_crash_of_p_under_recompute_keeps_concurrent_requests) {
+    crash_plan(0, KV_POLICY_RECOMPUTE);
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok, 13, "%llu errors", (unsigned long long)R.requests_error);
+    cr_assert_gt(sim_world_engine(W, 1)->stats.recomputes, 0);
+}
+
+/* D dies mid-transfer: P's sender sees its peers go down; the blocks P held
+ * for D's pulls are released (by the failed transfers, or by P's abort
+ * timeout), so P's pool is clean at the end (INV-LEAK), and the new D
+ * serves the later requests. */
+Test(p2p, peer_crash_of_d_releases_blocks_p_held_for_it) {
+    crash_plan(1, KV_POLICY_FAIL);
+    C.abort_timeout_ns = 30000000; /* P lets go of never-pulled blocks after 30 ms */
+    C.recv_timeout_ns = 40000000;
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok + R.requests_error, 13);
+    cr_assert_geq(R.requests_ok, 3);
+    const kv_engine *p = sim_world_engine(W, 0);
+    cr_assert_eq(p->stats.finished_sending, 13, "each of P's holds ended once");
+}
+
+/* The same crash plan gives the same run, and a crash target beyond the
+ * engines maps into them (any bytes are a scenario). */
+Test(p2p, peer_crash_runs_are_deterministic) {
+    crash_plan(0, KV_POLICY_FAIL);
+    C.fault[0].target = 7; /* 7 % 2: D */
+    run();
+    expect_clean();
+    uint64_t h = R.trace_hash;
+    run();
+    cr_assert_eq(R.trace_hash, h);
+}
+
 /* P's abort-request timeout: D cannot admit request 1 (request 0 holds its
  * small pool) for longer than P's expiry, so P reaps the held blocks
  * (finished_sending without a transfer). When D finally pulls, P has only a

@@ -163,3 +163,36 @@ Test(sim_rt, choice_stream_steers_which_actor_runs) {
         if (round) cr_assert_eq(b.n, 1, "choice byte 1 picks the second runnable actor");
     }
 }
+
+/* A killed actor (its process crashed) never runs again: what was queued
+ * for it, and what reaches it later (posts, cross-node deliveries, timers),
+ * is dropped and counted; the others go on, and a reset revives the slot. */
+Test(sim_rt, a_killed_actor_never_runs_and_its_mail_is_dropped) {
+    static rec a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    a.rt = b.rt = rt;
+    a.forward_to = b.forward_to = KV_ACTOR_NONE;
+    uint32_t ia, ib, v = 1;
+    kv_rt *io = sim_rt_iface(rt);
+    cr_assert_eq(kv_rt_spawn(io, "a", 1, rec_fn, &a, 4096, &ia), KV_OK);
+    cr_assert_eq(kv_rt_spawn(io, "b", 1, rec_fn, &b, 4096, &ib), KV_OK);
+    for (uint32_t i = 0; i < 3; i++) kv_rt_post(io, ia, 1, &v, sizeof v); /* queued */
+    kv_rt_post_at(io, ia, 5000, 2, &v, sizeof v);                         /* a timer */
+    kv_rt_post(io, ib, 1, &v, sizeof v);
+    cr_assert_eq(sim_rt_runnable(rt), 2);
+    sim_rt_kill(rt, ia);
+    cr_assert(sim_rt_dead(rt, ia) && !sim_rt_dead(rt, ib));
+    cr_assert_eq(sim_rt_runnable(rt), 1);
+    kv_rt_post(io, ia, 1, &v, sizeof v); /* after the crash */
+    drain();
+    cr_assert_eq(a.n, 0, "the dead actor ran");
+    cr_assert_eq(b.n, 1);
+    cr_assert_eq(sim_rt_dropped(rt), 5, "3 queued + the timer + the late post");
+    sim_rt_reset(rt, &ch);
+    cr_assert_eq(kv_rt_spawn(io, "a2", 1, rec_fn, &a, 4096, &ia), KV_OK);
+    cr_assert(!sim_rt_dead(rt, ia));
+    kv_rt_post(io, ia, 1, &v, sizeof v);
+    drain();
+    cr_assert_eq(a.n, 1);
+}
