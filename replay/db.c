@@ -241,14 +241,26 @@ static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t cap) {
 /* Read-only checks: a SQLite file, ours (or empty), a schema version we
  * know. *out_version: 0 for an empty database. Changes nothing. */
 static kv_status check_file(replay_db *db, int64_t *out_version, replay_err *err) {
+    /* One statement, so one read transaction: three separate reads could
+     * straddle another writer's schema commit and see "no tables, no
+     * application id, a version" (a fresh file taken for a foreign one). */
+    static const char sql[] = "SELECT (SELECT count(*) FROM sqlite_schema), "
+                              "(SELECT application_id FROM pragma_application_id), "
+                              "(SELECT user_version FROM pragma_user_version)";
     int64_t tables = 0, app = 0, version = 0;
-    kv_status s = query_i64(db, "SELECT count(*) FROM sqlite_schema", &tables, err);
-    if (s == KV_OK)
-        s = query_i64(db, "PRAGMA application_id", &app, err);
-    if (s == KV_OK)
-        s = query_i64(db, "PRAGMA user_version", &version, err);
+    sqlite3_stmt *st;
+    kv_status s = prepare(db, sql, &st, err);
     if (s != KV_OK)
         return s;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        tables = sqlite3_column_int64(st, 0);
+        app = sqlite3_column_int64(st, 1);
+        version = sqlite3_column_int64(st, 2);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW)
+        return sql_fail(db, rc, sql, err);
     if (tables == 0 && app == 0 && version == 0) {
         *out_version = 0;
         if (!db->writable)

@@ -350,8 +350,10 @@ Test(thread_rt, bridge_posts_between_processes) {
     cr_assert_eq(kvp_rt_call(rt, ea.id, nothing, NULL), KV_OK);
     cr_assert_eq(ea.last_src, eb.id);
     cr_assert(big_ok, "big payload corrupted across the bridge");
+    /* the reader thread counts a post after handing it to the mailbox, so
+     * the sink may have run before the count: wait for it */
     kvp_rt_counters c;
-    kvp_rt_counters_get(rt, &c);
+    WAIT_UNTIL((kvp_rt_counters_get(rt, &c), c.bridge_in == 1));
     cr_assert_eq(c.bridge_out, 2);
     cr_assert_eq(c.bridge_in, 1);
     /* peer process gone: posts to it fail with ECONNRESET, not silently */
