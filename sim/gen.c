@@ -83,7 +83,9 @@ static uint32_t gen_swarm(sim_choice *c) {
 }
 
 /* Crashes of engine processes: in one run of four, one or two, each at a
- * random time in the plan's span, restarting 1-200 ms later. */
+ * random time in the plan's span, restarting 1-200 ms later or, one time
+ * in four, at once (the new process is up before its peers have handled
+ * the old one's PEER_DOWN). */
 static void gen_crashes(sim_choice *c, sim_world_cfg *cfg, uint64_t span) {
     if (sim_choice_below(c, 4) != 0) return;
     uint32_t n = pick(c, 1, 2);
@@ -91,7 +93,7 @@ static void gen_crashes(sim_choice *c, sim_world_cfg *cfg, uint64_t span) {
         sim_fault *f = &cfg->fault[cfg->n_faults++];
         *f = (sim_fault){.kind = SIM_F_PEER_CRASH, .at_ns = (uint64_t)sim_choice_below(c, 1000) * (span / 1000u)};
         f->target = sim_choice_below(c, cfg->n_p + cfg->n_d);
-        f->arg = pick(c, 1, 200);
+        f->arg = sim_choice_below(c, 4) ? pick(c, 1, 200) : 0;
     }
 }
 
