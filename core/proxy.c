@@ -18,6 +18,13 @@ const kv_proxy_req *kv_proxy_slot(const kv_proxy *p, uint32_t id) { return &p->r
 
 static void on_done(kv_proxy *p, const kv_m_req_done *d);
 
+/* Request q is done on engine e with an error, as if e had replied so
+ * (its process died, or it is down). */
+static void fail_at(kv_proxy *p, const kv_proxy_req *q, uint32_t e) {
+    kv_m_req_done d = {.engine = e, .id = q->id, .status = KV_RS_FINISHED_ERROR, .phase = KV_PH_DONE};
+    on_done(p, &d);
+}
+
 static void send_add(kv_proxy *p, kv_proxy_req *q, bool to_p) {
     kv_req_spec s = q->sub.spec;
     memset(&s.params, 0, sizeof s.params);
@@ -38,8 +45,7 @@ static void send_add(kv_proxy *p, kv_proxy_req *q, bool to_p) {
     }
     uint32_t e = to_p ? q->p_engine : q->d_engine;
     if (p->engine_actor[e] == KV_ACTOR_NONE) { /* down: the connection is refused */
-        kv_m_req_done d = {.engine = e, .id = q->id, .status = KV_RS_FINISHED_ERROR, .phase = KV_PH_DONE};
-        on_done(p, &d);
+        fail_at(p, q, e);
         return;
     }
     kv_rt_post(p->rt, p->engine_actor[e], KV_M_ADD_REQ, &s, sizeof s);
@@ -112,9 +118,7 @@ static void on_engine_down(kv_proxy *p, uint32_t e) {
         kv_proxy_req *q = &p->req[i];
         if (!q->used || q->outcome != KV_OUT_PENDING) continue;
         bool at_p = q->p_engine == e && q->sent_p && !q->p_done, at_d = q->d_engine == e && q->sent_d && !q->d_done;
-        if (!at_p && !at_d) continue;
-        kv_m_req_done d = {.engine = e, .id = q->id, .status = KV_RS_FINISHED_ERROR, .phase = KV_PH_DONE};
-        on_done(p, &d);
+        if (at_p || at_d) fail_at(p, q, e);
     }
 }
 

@@ -5,9 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The format's largest liveness bound (sim/scenario.h). */
-#define LIVE_BOUND_MAX_NS SIM_LIVE_BOUND_MAX_NS
-
 static void copy_cfg(const sim_world_cfg *cfg, sim_scenario *out) {
     sim_scenario_init(out);
     size_t n = cfg->choice && cfg->choice_len ? cfg->choice_len : 0;
@@ -28,8 +25,8 @@ kv_status replay_fit(sim_world *w, const sim_world_cfg *cfg, const sim_result *r
         *how = REPLAY_FIT_SAME;
         return KV_OK;
     }
-    if (out->cfg.live_bound_ns > LIVE_BOUND_MAX_NS)
-        out->cfg.live_bound_ns = LIVE_BOUND_MAX_NS;
+    if (out->cfg.live_bound_ns > SIM_LIVE_BOUND_MAX_NS)
+        out->cfg.live_bound_ns = SIM_LIVE_BOUND_MAX_NS;
     sim_scenario_clamp(out);
     kv_status st = sim_world_run(w, &out->cfg, NULL, out_r);
     if (st != KV_OK)

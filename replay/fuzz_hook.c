@@ -45,7 +45,7 @@ void replay_fuzz_record(const char *target, const uint8_t *data, size_t size,
     else if (how == REPLAY_FIT_LOST)
         fprintf(stderr,
                 "KVCONN_DB=%s: finding not recorded: it violates only with a liveness bound over "
-                "1,000,000 s\n",
+                SIM_STR(SIM_LIVE_BOUND_MAX_S) " s\n",
                 path);
     else if (rec.seen_input)
         fprintf(stderr, "KVCONN_DB=%s: this input is already recorded\n", path);

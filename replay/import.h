@@ -24,7 +24,7 @@ typedef enum replay_import_what {
     REPLAY_IMPORT_SEEN,      /* a new hit of a known case */
     REPLAY_IMPORT_DUPLICATE, /* these bytes were imported before */
     REPLAY_IMPORT_CLEAN,     /* runs clean: not a finding (wrong bug switch?) */
-    REPLAY_IMPORT_LOST,      /* violates only with a liveness bound past 600 s */
+    REPLAY_IMPORT_LOST,      /* violates only with a liveness bound past the format's (SIM_LIVE_BOUND_MAX_S) */
     REPLAY_IMPORT_SIM_ERROR, /* the simulator rejected it */
 } replay_import_what;
 

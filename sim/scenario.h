@@ -83,7 +83,10 @@
 #define SIM_SCENARIO_VERSION 3u
 /* The largest live_bound_ns a scenario holds: above the longest bound
  * sim_cfg_searchable derives, (600 s + 600 s) x (256 + 4) requests. */
-#define SIM_LIVE_BOUND_MAX_NS (1000000ull * 1000000000ull)
+#define SIM_LIVE_BOUND_MAX_S 1000000 /* a plain literal: messages print it (SIM_STR) */
+#define SIM_LIVE_BOUND_MAX_NS (SIM_LIVE_BOUND_MAX_S * 1000000000ull)
+#define SIM_STR_(x) #x
+#define SIM_STR(x) SIM_STR_(x)
 #define SIM_CHOICE_MAX 4096u
 /* Largest file sim_scenario_load reads. */
 #define SIM_SCENARIO_FILE_MAX (1u << 20)

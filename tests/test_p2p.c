@@ -307,6 +307,9 @@ Test(p2p, peer_crash_runs_are_deterministic) {
     uint64_t h = R.trace_hash;
     run();
     cr_assert_eq(R.trace_hash, h);
+    C.fault[0].target = 1;
+    run();
+    cr_assert_eq(R.trace_hash, h, "target 7 is engine 1");
 }
 
 /* P's abort-request timeout: D cannot admit request 1 (request 0 holds its

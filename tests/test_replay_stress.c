@@ -103,20 +103,36 @@ static sqlite3 *open_raw(void) {
     return h;
 }
 
-Test(replay_stress, four_writers_a_thousand_findings_each_all_land) {
-    /* every writer starts on the same missing file: the schema race too */
-    pid_t pid[WRITERS];
-    for (int k = 0; k < WRITERS; k++) {
+/* n writer processes, writer k recording per findings, released together
+ * (the parent closes a pipe they wait on) so that they open the file at
+ * the same moment; each must exit 0. */
+static void run_writers(int n, int per, const char *what) {
+    int go[2];
+    cr_assert_eq(pipe(go), 0);
+    pid_t pid[8];
+    cr_assert_leq(n, 8);
+    for (int k = 0; k < n; k++) {
         pid[k] = fork();
         cr_assert_geq(pid[k], 0);
-        if (pid[k] == 0)
-            _exit(writer(k, PER_WRITER, -1, NULL, NULL));
+        if (pid[k] == 0) {
+            close(go[1]);
+            char b;
+            if (read(go[0], &b, 1) != 0) _exit(3); /* EOF: released */
+            _exit(writer(k, per, -1, NULL, NULL));
+        }
     }
-    for (int k = 0; k < WRITERS; k++) {
+    close(go[0]);
+    close(go[1]);
+    for (int k = 0; k < n; k++) {
         int st = 0;
         cr_assert_eq(waitpid(pid[k], &st, 0), pid[k]);
-        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "writer %d failed (status %d)", k, st);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: writer %d failed (status %d)", what, k, st);
     }
+}
+
+Test(replay_stress, four_writers_a_thousand_findings_each_all_land) {
+    /* every writer starts on the same missing file: the schema race too */
+    run_writers(WRITERS, PER_WRITER, "four writers");
     sqlite3 *h = open_raw();
     expect_intact(h);
     cr_assert_eq(count(h, "SELECT count(*) FROM cases"), WRITERS * PER_WRITER);
@@ -244,26 +260,9 @@ Test(replay_stress, writers_opening_a_fresh_database_at_once_all_succeed) {
     enum { ROUNDS = 40, OPENERS = 6 };
     for (int round = 0; round < ROUNDS; round++) {
         snprintf(db_path, sizeof db_path, "%s/fresh-%d.db", dir, round);
-        int go[2];
-        cr_assert_eq(pipe(go), 0);
-        pid_t pid[OPENERS];
-        for (int k = 0; k < OPENERS; k++) {
-            pid[k] = fork();
-            cr_assert_geq(pid[k], 0);
-            if (pid[k] == 0) {
-                close(go[1]);
-                char b;
-                if (read(go[0], &b, 1) != 0) _exit(3); /* released by the close */
-                _exit(writer(k, 1, -1, NULL, NULL));
-            }
-        }
-        close(go[0]);
-        close(go[1]); /* all start now */
-        for (int k = 0; k < OPENERS; k++) {
-            int st = 0;
-            cr_assert_eq(waitpid(pid[k], &st, 0), pid[k]);
-            cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "round %d: opener %d failed (status %d)", round, k, st);
-        }
+        char what[32];
+        snprintf(what, sizeof what, "round %d", round);
+        run_writers(OPENERS, 1, what);
         sqlite3 *h;
         cr_assert_eq(sqlite3_open(db_path, &h), SQLITE_OK);
         cr_assert_eq(count(h, "SELECT count(*) FROM cases"), OPENERS, "round %d", round);

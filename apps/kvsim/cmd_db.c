@@ -134,7 +134,7 @@ static const char *const import_words[] = {
     [REPLAY_IMPORT_DUPLICATE] = "already imported",
     [REPLAY_IMPORT_CLEAN] =
         "runs clean (not recorded; was the fuzzer run with a KVCONN_BUG? pass --bug)",
-    [REPLAY_IMPORT_LOST] = "violates only with a liveness bound over 1,000,000 s (not recorded)",
+    [REPLAY_IMPORT_LOST] = "violates only with a liveness bound over " SIM_STR(SIM_LIVE_BOUND_MAX_S) " s (not recorded)",
     [REPLAY_IMPORT_SIM_ERROR] = "simulator error (not recorded)",
 };
 
