@@ -108,7 +108,7 @@ static uint64_t head_words(uint8_t *out, const uint8_t *have, uint64_t key, uint
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KVCONN_NO_SIMD)
 #include <immintrin.h>
 #include <stdatomic.h>
-#define KV_DATA_AVX512 1
+#define KV_DATA_SIMD 1
 /* kv_mix64 of each lane. */
 __attribute__((target("avx512f,avx512dq"))) static inline __m512i mix8(__m512i x) {
     x = _mm512_add_epi64(x, _mm512_set1_epi64((long long)0x9e3779b97f4a7c15ull));
@@ -134,21 +134,60 @@ __attribute__((target("avx512f,avx512dq"))) static uint64_t head_words_avx512(ui
     return (uint64_t)_mm512_reduce_or_epi64(diff);
 }
 
-/* 0 unknown, 1 AVX-512 (F + DQ), 2 none. Atomic: kvnode's workers fill and
- * verify on several threads; every writer stores the same value. Detected
- * when the program loads, so that no run takes a first-call path the next
- * one does not (AFL++ counts that as an unstable edge in persistent mode). */
+/* AVX2 has no 64-bit multiply: the low 64 bits of x * c from three 32 x 32
+ * products (lo*lo + (hi*lo + lo*hi) << 32). */
+__attribute__((target("avx2"))) static inline __m256i mul64_avx2(__m256i x, uint64_t c) {
+    __m256i cl = _mm256_set1_epi64x((long long)(c & 0xffffffffu)), ch = _mm256_set1_epi64x((long long)(c >> 32));
+    __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(x, 32), cl), _mm256_mul_epu32(x, ch));
+    return _mm256_add_epi64(_mm256_mul_epu32(x, cl), _mm256_slli_epi64(cross, 32));
+}
+__attribute__((target("avx2"))) static inline __m256i mix4(__m256i x) {
+    x = _mm256_add_epi64(x, _mm256_set1_epi64x((long long)0x9e3779b97f4a7c15ull));
+    x = mul64_avx2(_mm256_xor_si256(x, _mm256_srli_epi64(x, 30)), 0xbf58476d1ce4e5b9ull);
+    x = mul64_avx2(_mm256_xor_si256(x, _mm256_srli_epi64(x, 27)), 0x94d049bb133111ebull);
+    return _mm256_xor_si256(x, _mm256_srli_epi64(x, 31));
+}
+
+/* kv_mix64 on four words at once: words [0, nw & ~3) of one head. */
+__attribute__((target("avx2"))) static uint64_t head_words_avx2(uint8_t *out, const uint8_t *have, uint64_t key,
+                                                                uint32_t nw) {
+    const __m256i step = _mm256_set1_epi64x(4);
+    __m256i k = _mm256_set_epi64x(3, 2, 1, 0), kk = _mm256_set1_epi64x((long long)key);
+    __m256i diff = _mm256_setzero_si256();
+    for (uint32_t i = 0; i + 4u <= nw; i += 4u) {
+        __m256i x = mix4(_mm256_xor_si256(kk, k));
+        if (have) diff = _mm256_or_si256(diff, _mm256_xor_si256(x, _mm256_loadu_si256((const void *)(have + 8u * i))));
+        else _mm256_storeu_si256((void *)(out + 8u * i), x);
+        k = _mm256_add_epi64(k, step);
+    }
+    return !_mm256_testz_si256(diff, diff);
+}
+
+/* The vector path in use: 0 not yet known, else 1 + kv_simd. Atomic:
+ * kvnode's workers fill and verify on several threads; every writer stores
+ * the same value (kv_simd_force aside, which only tests call). Detected when
+ * the program loads, so that no run takes a first-call path the next one
+ * does not (AFL++ counts that as an unstable edge in persistent mode). */
 static _Atomic int simd_state;
-static int simd_detect(void) {
+kv_simd kv_simd_best(void) {
     __builtin_cpu_init();
-    int s = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") ? 1 : 2;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")) return KV_SIMD_AVX512;
+    return __builtin_cpu_supports("avx2") ? KV_SIMD_AVX2 : KV_SIMD_SCALAR;
+}
+static int simd_detect(void) {
+    int s = 1 + (int)kv_simd_best();
     atomic_store_explicit(&simd_state, s, memory_order_relaxed);
     return s;
 }
 __attribute__((constructor)) static void simd_at_load(void) { (void)simd_detect(); }
-static bool use_avx512(void) {
+static kv_simd simd_level(void) {
     int s = atomic_load_explicit(&simd_state, memory_order_relaxed);
-    return (s ? s : simd_detect()) == 1;
+    return (kv_simd)((s ? s : simd_detect()) - 1);
+}
+kv_simd kv_simd_force(kv_simd want) {
+    kv_simd best = kv_simd_best(), use = want < best ? want : best;
+    atomic_store_explicit(&simd_state, 1 + (int)use, memory_order_relaxed);
+    return use;
 }
 
 /* token_of(key + from + j) for j < 8 (the same values as the scalar path). */
@@ -159,7 +198,7 @@ __attribute__((target("avx512f,avx512dq"))) static void tokens8_do(uint64_t key,
 }
 
 static uint32_t tokens8_avx512(uint64_t key, uint32_t from, uint32_t *out) {
-    if (!use_avx512()) return 0;
+    if (simd_level() != KV_SIMD_AVX512) return 0;
     tokens8_do(key, from, out);
     return 8;
 }
@@ -168,16 +207,25 @@ static uint32_t tokens8_avx512(uint64_t key, uint32_t from, uint32_t *out) {
     (void)key, (void)from, (void)out;
     return 0;
 }
+kv_simd kv_simd_best(void) { return KV_SIMD_SCALAR; }
+kv_simd kv_simd_force(kv_simd want) {
+    (void)want;
+    return KV_SIMD_SCALAR;
+}
 #endif
 
 /* One head: fill (have NULL) or compare; true when equal (fill: always). */
 static bool head_bytes_do(uint8_t *out, const uint8_t *have, uint64_t key, uint32_t head_bytes) {
     uint32_t nw = head_bytes / 8u, k0 = 0;
     uint64_t diff = 0;
-#ifdef KV_DATA_AVX512
-    if (nw >= 8u && use_avx512()) {
+#ifdef KV_DATA_SIMD
+    kv_simd path = nw >= 4u ? simd_level() : KV_SIMD_SCALAR;
+    if (path == KV_SIMD_AVX512 && nw >= 8u) {
         diff = head_words_avx512(out, have, key, nw);
         k0 = nw & ~7u;
+    } else if (path != KV_SIMD_SCALAR) {
+        diff = head_words_avx2(out, have, key, nw);
+        k0 = nw & ~3u;
     }
 #endif
     diff |= head_words(out, have, key, k0, nw);

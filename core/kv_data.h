@@ -81,6 +81,13 @@ uint64_t kv_block_digest_grow(const kv_tokens *t, uint32_t pos, uint32_t block_s
                               kv_digest_run *run, bool valid);
 /* Gives the memo position pos's digest, computed elsewhere. */
 void kv_digest_memo_put(kv_digest_memo *m, uint32_t pos, uint64_t digest);
+/* The vector paths of the block bytes and token ids, each giving the same
+ * values: chosen once per process from what the CPU has. Tests force each
+ * one to compare them; kv_simd_force returns the path it set (never one the
+ * CPU lacks). */
+typedef enum kv_simd { KV_SIMD_SCALAR, KV_SIMD_AVX2, KV_SIMD_AVX512 } kv_simd;
+kv_simd kv_simd_best(void);
+kv_simd kv_simd_force(kv_simd want);
 /* Leading blocks of a sliding-window group that hold only tokens outside the
  * window once n_tokens are computed (remove_skipped_blocks frees them). */
 uint32_t kv_sw_dead_blocks(uint32_t n_tokens, uint32_t window, uint32_t block_size);

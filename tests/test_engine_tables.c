@@ -167,18 +167,52 @@ Test(engine_tables, small_tables_bind_cleanly) {
 
 /* KV bytes and block hashes are part of every recorded trace and of what
  * kvnode's D checks: their values are frozen. The constant is what the first
- * (byte-at-a-time) implementation gave; a vectorised path must match it. */
-Test(kv_data, bytes_and_hashes_are_frozen) {
+ * (byte-at-a-time) implementation gave; every vector path must match it. */
+static uint64_t frozen_digest(void) {
     static uint8_t b[4 * 200];
     uint64_t h = 0;
     for (uint32_t it = 0; it < 64; it++) {
         kv_tokens t = {.token_seed = kv_mix64(it), .prefix_group = it % 3, .prefix_len = it * 3};
-        uint32_t hb = 1 + (it * 37) % 200; /* 1..200 bytes: byte tails and runs of 8 words */
+        uint32_t hb = 1 + (it * 37) % 200; /* 1..200 bytes: byte tails, runs of 4 and 8 words */
         kv_fill_block(b, &t, it % 7, 16, 200, it % 5, it % 2, 4, hb);
         for (uint32_t i = 0; i < (4 - it % 2) * hb; i++) h = kv_mix64(h ^ b[i]);
         h ^= kv_block_hash(&t, h, it % 9, 16, it % 5);
     }
-    cr_assert_eq(h, 0x77b076bac4b9ab16ull, "got 0x%016llx", (unsigned long long)h);
+    return h;
+}
+
+/* Each path this CPU has (scalar always), forced in turn: the frozen values,
+ * and verify finds one flipped byte anywhere in a head (every lane and the
+ * tail of a 16 KiB + 5 head). */
+Test(kv_data, bytes_and_hashes_are_frozen) {
+    kv_simd best = kv_simd_best();
+    static uint8_t b[2 * 16389];
+    uint64_t big_scalar = 0;
+    for (int pi = KV_SIMD_SCALAR; pi <= (int)best; pi++) {
+        kv_simd p = (kv_simd)pi;
+        cr_assert_eq(kv_simd_force(p), p);
+        uint64_t h = frozen_digest();
+        cr_assert_eq(h, 0x77b076bac4b9ab16ull, "path %d: got 0x%016llx", (int)p, (unsigned long long)h);
+        kv_tokens t = {.token_seed = 99, .prefix_group = 1, .prefix_len = 20};
+        kv_fill_block(b, &t, 2, 16, 200, 3, 1, 3, 16389);
+        uint64_t big = 0;
+        for (uint32_t i = 0; i < sizeof b; i++) big = kv_mix64(big ^ b[i]);
+        if (p == KV_SIMD_SCALAR) big_scalar = big;
+        cr_assert_eq(big, big_scalar, "path %d: two 16 KiB + 5 heads differ from the scalar path", (int)p);
+        cr_assert(kv_verify_block(b, &t, 2, 16, 200, 3, 1, 3, 16389), "path %d", (int)p);
+        /* word lanes 0..7 of the first runs, the middle, the last word, the
+         * 5-byte tail; head 0 is [0, 16389), head 1 [16389, 32778) */
+        static const uint32_t flips[] = {0,     1,     8,     16,    24,    31,    32,    40,    56,    63,
+                                         8000,  16376, 16383, 16384, 16388, 16389, 16397, 16421, 24001, 32765,
+                                         32772, 32773, 32777};
+        for (uint32_t i = 0; i < sizeof flips / sizeof flips[0]; i++) {
+            uint32_t at = flips[i];
+            b[at] ^= 0x10;
+            cr_assert(!kv_verify_block(b, &t, 2, 16, 200, 3, 1, 3, 16389), "path %d: byte %u flipped", (int)p, at);
+            b[at] ^= 0x10;
+        }
+    }
+    kv_simd_force(best);
 }
 
 /* Scratch memory (kv_alloc_scratch: codec messages and buffers) is not
