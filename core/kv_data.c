@@ -216,6 +216,12 @@ kv_simd kv_simd_force(kv_simd want) {
 
 /* One head: fill (have NULL) or compare; true when equal (fill: always). */
 static bool head_bytes_do(uint8_t *out, const uint8_t *have, uint64_t key, uint32_t head_bytes) {
+    if (head_bytes == 8u) { /* one word (the simulator's heads): word 0 is kv_mix64(key ^ 0) */
+        uint64_t v = kv_mix64(key);
+        if (have) return get_word(have) == v;
+        put_word(out, v);
+        return true;
+    }
     uint32_t nw = head_bytes / 8u, k0 = 0;
     uint64_t diff = 0;
 #ifdef KV_DATA_SIMD

@@ -211,6 +211,13 @@ Test(kv_data, bytes_and_hashes_are_frozen) {
             cr_assert(!kv_verify_block(b, &t, 2, 16, 200, 3, 1, 3, 16389), "path %d: byte %u flipped", (int)p, at);
             b[at] ^= 0x10;
         }
+        kv_fill_block(b, &t, 1, 16, 200, 2, 0, 4, 8); /* one word per head (the simulator's) */
+        for (uint32_t at = 0; at < 32; at += 5) {
+            cr_assert(kv_verify_block(b, &t, 1, 16, 200, 2, 0, 4, 8), "path %d", (int)p);
+            b[at] ^= 1;
+            cr_assert(!kv_verify_block(b, &t, 1, 16, 200, 2, 0, 4, 8), "path %d: byte %u of 8-byte heads", (int)p, at);
+            b[at] ^= 1;
+        }
     }
     kv_simd_force(best);
 }
