@@ -187,7 +187,8 @@ static uint64_t frozen_digest(void) {
 Test(kv_data, bytes_and_hashes_are_frozen) {
     kv_simd best = kv_simd_best();
     static uint8_t b[2 * 16389];
-    uint64_t big_scalar = 0;
+    static _Alignas(64) uint8_t a[2 * 16384]; /* aligned 16 KiB heads: the streaming-store path */
+    uint64_t big_scalar = 0, aligned_scalar = 0;
     for (int pi = KV_SIMD_SCALAR; pi <= (int)best; pi++) {
         kv_simd p = (kv_simd)pi;
         cr_assert_eq(kv_simd_force(p), p);
@@ -200,6 +201,14 @@ Test(kv_data, bytes_and_hashes_are_frozen) {
         if (p == KV_SIMD_SCALAR) big_scalar = big;
         cr_assert_eq(big, big_scalar, "path %d: two 16 KiB + 5 heads differ from the scalar path", (int)p);
         cr_assert(kv_verify_block(b, &t, 2, 16, 200, 3, 1, 3, 16389), "path %d", (int)p);
+        kv_fill_block(a, &t, 3, 16, 200, 1, 2, 4, 16384);
+        uint64_t ah = 0;
+        for (uint32_t i = 0; i < sizeof a; i++) ah = kv_mix64(ah ^ a[i]);
+        if (p == KV_SIMD_SCALAR) aligned_scalar = ah;
+        cr_assert_eq(ah, aligned_scalar, "path %d: two aligned 16 KiB heads differ from the scalar path", (int)p);
+        cr_assert(kv_verify_block(a, &t, 3, 16, 200, 1, 2, 4, 16384), "path %d", (int)p);
+        a[20000] ^= 4;
+        cr_assert(!kv_verify_block(a, &t, 3, 16, 200, 1, 2, 4, 16384), "path %d: aligned heads, byte 20000", (int)p);
         /* word lanes 0..7 of the first runs, the middle, the last word, the
          * 5-byte tail; head 0 is [0, 16389), head 1 [16389, 32778) */
         static const uint32_t flips[] = {0,     1,     8,     16,    24,    31,    32,    40,    56,    63,
