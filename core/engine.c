@@ -650,7 +650,13 @@ static void on_add(kv_engine *e, const kv_req_spec *sp) {
     /* vLLM rejects what can never fit: the model length, or the KV cache. */
     uint32_t max_blocks = e->cfg.pool_blocks < KV_REQ_BLOCKS_MAX ? e->cfg.pool_blocks : KV_REQ_BLOCKS_MAX;
     uint32_t max_tok = max_blocks * e->cfg.block_size;
-    if (!s || sp->prompt_len == 0 || sp->prompt_len + (sp->max_tokens ? sp->max_tokens : 1) > max_tok) {
+    uint32_t need = sp->prompt_len + (sp->max_tokens ? sp->max_tokens : 1);
+    if (!s || sp->prompt_len == 0 || need > max_tok) {
+        e->stats.turned_away++;
+        kv_logf(e->env, KV_LOG_WARN, "engine %u: request %u turned away: %s (%u request slots; %u tokens, %u fit)",
+                e->cfg.index, sp->id,
+                !s ? "every request slot is live" : sp->prompt_len == 0 ? "empty prompt" : "longer than the KV cache",
+                e->cfg.reqs_max, need, max_tok);
         kv_m_req_done d = {.engine = e->cfg.index, .id = sp->id, .status = KV_RS_FINISHED_ERROR,
                            .phase = KV_PH_DONE};
         if (e->cfg.proxy_actor != KV_ACTOR_NONE)

@@ -169,6 +169,7 @@ typedef struct kv_engine_stats {
     uint64_t steps, preemptions, aborts, finished, errors, recomputes, prefix_hit_tokens;
     uint64_t finished_recving, finished_sending, load_errors;
     uint64_t rejected_loads;  /* MultiConnector: a child's hit not chosen */
+    uint64_t turned_away;     /* requests refused on arrival: no free slot, or they can never fit */
 } kv_engine_stats;
 
 typedef struct kv_worker kv_worker;

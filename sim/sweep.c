@@ -15,6 +15,7 @@ static void absorb(sim_sweep *s, uint64_t seed, const sim_result *r) {
     s->events += r->events;
     s->requests += r->requests_ok + r->requests_error + r->requests_aborted;
     s->rejected_loads += r->rejected_loads;
+    s->turned_away += r->turned_away;
     s->store_saves += r->store_saves;
     s->store_loads += r->store_loads;
     for (uint32_t i = 0; i < KV_INV_COUNT; i++) s->armed[i] += r->armed[i];

@@ -17,6 +17,7 @@ typedef struct sim_sweep {
     uint64_t fault_phase[SIM_F_KIND_COUNT][KV_PH_COUNT];
     uint64_t events, requests;
     uint64_t rejected_loads, store_saves, store_loads; /* store / MultiConnector traffic */
+    uint64_t turned_away; /* requests engines refused on arrival */
     uint64_t conn_runs[KV_CONN_KIND_COUNT];             /* runs whose P engines used each configuration */
     uint64_t first_violation_seed;       /* UINT64_MAX if none */
     sim_result first;                    /* the first violation's result */

@@ -697,6 +697,7 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
         out->armed[KV_INV_STRAY] += e->stats.finished_recving + e->stats.finished_sending;
         out->armed[KV_INV_SCHED_ASSERT] += e->stats.finished_recving;
         out->rejected_loads += e->stats.rejected_loads;
+        out->turned_away += e->stats.turned_away;
         for (uint32_t r = 0; r < e->cfg.tp; r++) {
             const kv_worker *wk = e->worker[r];
             out->armed[KV_INV_DATA] += wk->verified_blocks;

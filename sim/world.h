@@ -102,6 +102,7 @@ typedef struct sim_result {
     uint64_t armed[KV_INV_COUNT];
     uint64_t requests_ok, requests_error, requests_aborted;
     uint64_t rejected_loads;  /* MultiConnector hits not chosen (rejected speculative loads) */
+    uint64_t turned_away;     /* requests an engine refused on arrival (no free slot, cannot fit) */
     uint64_t store_saves, store_loads; /* store jobs the workers issued */
     sim_store_stats store;    /* the KV store's counters (zero without a store) */
     uint64_t fault_phase[SIM_F_KIND_COUNT][KV_PH_COUNT]; /* coverage: fault kind x phase */

@@ -163,6 +163,9 @@ Test(engine_tables, small_tables_bind_cleanly) {
     cr_assert_eq(r.requests_ok + r.requests_error + r.requests_aborted, 12);
     cr_assert_gt(r.requests_error, 0, "two slots cannot hold twelve requests");
     cr_assert_gt(r.requests_ok, 0);
+    /* each failed request was turned away by P or D (or both), and counted */
+    cr_assert_geq(r.turned_away, r.requests_error, "%llu turned away, %llu errors", (unsigned long long)r.turned_away,
+                  (unsigned long long)r.requests_error);
 }
 
 /* KV bytes and block hashes are part of every recorded trace and of what

@@ -30,12 +30,12 @@ void kvn_stats_line(const kvn_stats *s, char *out, size_t cap) {
     if (n < cap)
         snprintf(out + n, cap - n,
                  " live %u conn %u steps %llu finished %llu aborts %llu errors %llu recv %llu send %llu "
-                 "load_errors %llu verified_blocks %llu violations %llu",
+                 "load_errors %llu verified_blocks %llu violations %llu turned_away %llu",
                  s->live_reqs, s->conn_state, (unsigned long long)s->st.steps, (unsigned long long)s->st.finished,
                  (unsigned long long)s->st.aborts, (unsigned long long)s->st.errors,
                  (unsigned long long)s->st.finished_recving, (unsigned long long)s->st.finished_sending,
                  (unsigned long long)s->st.load_errors, (unsigned long long)s->verified_blocks,
-                 (unsigned long long)s->violations);
+                 (unsigned long long)s->violations, (unsigned long long)s->st.turned_away);
 }
 
 static void usage(void) {
@@ -54,7 +54,9 @@ static void usage(void) {
           "  proxy:   --listen IP:PORT (127.0.0.1:0)  --port-file PATH  --requests N (1000)\n"
           "           --prefills N (1)  --decodes M (1): engines P0..P(N-1), D(N)..D(N+M-1), each started\n"
           "           with its --index; requests go round-robin over the P and over the D engines\n"
-          "           --window N (16: at most the P2P sender's pull slots)  --abort-frac F (0)  --abort-max-us N (20000)\n"
+          "           --window N (16; an engine holds 64 live requests, P's also those D has yet to pull:\n"
+          "           near 64 it turns requests away, logged and counted as turned_away)\n"
+          "           --abort-frac F (0)  --abort-max-us N (20000)\n"
           "           --prompt-min N (256)  --prompt-max N (1000)  --decode-tokens N (2)  --sequential\n"
           "           --json PATH  --quiesce-ms N  --stall-ms N (30000)  --no-shutdown\n"
           "  blast, kvt-blast: --blast-mb N (4096)  --json PATH\n"

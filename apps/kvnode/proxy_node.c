@@ -329,12 +329,13 @@ static void json_engine(FILE *f, const proxy_node *n, uint32_t e, bool up, const
         fprintf(f, ", \"capacity\": %u, \"free\": %u, \"cached\": %u, \"owned\": %u, \"pinned\": %u, \"inflight\": %u, "
                    "\"live\": %u, \"conn_state\": %u, \"clean\": %s, \"load_errors\": %llu, \"errors\": %llu, "
                    "\"finished_recving\": %llu, \"finished_sending\": %llu, \"verified_blocks\": %llu, "
-                   "\"violations\": %llu, \"mailbox_full\": %llu, \"finished\": %llu",
+                   "\"violations\": %llu, \"mailbox_full\": %llu, \"finished\": %llu, \"turned_away\": %llu",
                 r->capacity, r->free, r->cached, r->owned, r->pinned, r->inflight, s->live_reqs, s->conn_state,
                 pools_clean(s) ? "true" : "false", (unsigned long long)s->st.load_errors,
                 (unsigned long long)s->st.errors, (unsigned long long)s->st.finished_recving,
                 (unsigned long long)s->st.finished_sending, (unsigned long long)s->verified_blocks,
-                (unsigned long long)s->violations, (unsigned long long)s->rt.full, (unsigned long long)s->st.finished);
+                (unsigned long long)s->violations, (unsigned long long)s->rt.full, (unsigned long long)s->st.finished,
+                (unsigned long long)s->st.turned_away);
     }
     fputs("}", f);
 }

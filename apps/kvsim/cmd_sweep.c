@@ -37,8 +37,9 @@ static void sweep_table(const sim_sweep *s, double secs, const char *workload) {
            (double)s->events / secs, s->requests, (double)s->requests / secs);
     printf("connectors (runs by P's configuration):");
     for (uint32_t k = 1; k < KV_CONN_KIND_COUNT; k++) printf(" %s %" PRIu64, kv_conn_kind_name(k), s->conn_runs[k]);
-    printf("\nstore jobs: %" PRIu64 " saves, %" PRIu64 " loads   rejected speculative loads %" PRIu64 "\n\n",
-           s->store_saves, s->store_loads, s->rejected_loads);
+    printf("\nstore jobs: %" PRIu64 " saves, %" PRIu64 " loads   rejected speculative loads %" PRIu64
+           "   requests turned away %" PRIu64 "\n\n",
+           s->store_saves, s->store_loads, s->rejected_loads, s->turned_away);
     printf("%-14s %12s %14s %s\n", "invariant", "violations", "armed", "first seed");
     for (uint32_t i = 0; i < KV_INV_COUNT; i++) {
         printf("%-14s %12" PRIu64 " %14" PRIu64 " ", kv_inv_name((kv_inv)i), s->by_inv[i], s->armed[i]);
@@ -64,9 +65,10 @@ static void sweep_table(const sim_sweep *s, double secs, const char *workload) {
 static void sweep_json(const sim_sweep *s, double secs) {
     printf("{\"runs\":%" PRIu64 ",\"violations\":%" PRIu64 ",\"sim_errors\":%" PRIu64 ",\"wall_s\":%.3f,"
            "\"events\":%" PRIu64 ",\"events_per_s\":%.0f,\"requests\":%" PRIu64 ",\"requests_per_s\":%.0f,"
-           "\"store_saves\":%" PRIu64 ",\"store_loads\":%" PRIu64 ",\"rejected_loads\":%" PRIu64 ",\"by_invariant\":{",
+           "\"store_saves\":%" PRIu64 ",\"store_loads\":%" PRIu64 ",\"rejected_loads\":%" PRIu64
+           ",\"turned_away\":%" PRIu64 ",\"by_invariant\":{",
            s->runs, s->violations, s->sim_errors, secs, s->events, (double)s->events / secs, s->requests,
-           (double)s->requests / secs, s->store_saves, s->store_loads, s->rejected_loads);
+           (double)s->requests / secs, s->store_saves, s->store_loads, s->rejected_loads, s->turned_away);
     for (uint32_t i = 0; i < KV_INV_COUNT; i++)
         printf("%s\"%s\":{\"violations\":%" PRIu64 ",\"armed\":%" PRIu64 "}", i ? "," : "", kv_inv_name((kv_inv)i),
                s->by_inv[i], s->armed[i]);
@@ -136,6 +138,7 @@ static void sweep_merge(sim_sweep *into, const sim_sweep *s) {
     into->events += s->events;
     into->requests += s->requests;
     into->rejected_loads += s->rejected_loads;
+    into->turned_away += s->turned_away;
     into->store_saves += s->store_saves;
     into->store_loads += s->store_loads;
     for (uint32_t k = 0; k < KV_CONN_KIND_COUNT; k++) into->conn_runs[k] += s->conn_runs[k];
