@@ -85,7 +85,8 @@ static uint32_t gen_swarm(sim_choice *c) {
 /* Crashes of engine processes: in one run of four, one or two, each at a
  * random time in the plan's span, restarting 1-200 ms later or, one time
  * in four, at once (the new process is up before its peers have handled
- * the old one's PEER_DOWN). */
+ * the old one's PEER_DOWN). One delayed crash in three is silent
+ * (peer_hang). */
 static void gen_crashes(sim_choice *c, sim_world_cfg *cfg, uint64_t span) {
     if (sim_choice_below(c, 4) != 0) return;
     uint32_t n = pick(c, 1, 2);
@@ -94,6 +95,10 @@ static void gen_crashes(sim_choice *c, sim_world_cfg *cfg, uint64_t span) {
         *f = (sim_fault){.kind = SIM_F_PEER_CRASH, .at_ns = (uint64_t)sim_choice_below(c, 1000) * (span / 1000u)};
         f->target = sim_choice_below(c, cfg->n_p + cfg->n_d);
         f->arg = sim_choice_below(c, 4) ? pick(c, 1, 200) : 0;
+        if (f->arg && sim_choice_below(c, 3) == 0) { /* silent: nobody hears of it until the restart */
+            f->kind = SIM_F_PEER_HANG;
+            f->arg--; /* it restarts arg+1 ms later: the same 1..200 ms */
+        }
     }
 }
 
@@ -137,6 +142,7 @@ static void gen_faults(sim_choice *c, sim_world_cfg *cfg, uint32_t swarm, uint32
         case SIM_F_SENDER_DROP_RESP:
         case SIM_F_TE_ERROR: f->target = sim_choice_below(c, cfg->n_p); break;
         case SIM_F_PEER_CRASH: /* drawn by gen_crashes */
+        case SIM_F_PEER_HANG:
         case SIM_F_KIND_COUNT: break;
         }
     }

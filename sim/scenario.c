@@ -50,6 +50,7 @@ _Static_assert(SIM_REQS_MAX <= U16_MAX && SIM_FAULTS_MAX <= 255u, "counts fit th
 static const uint8_t magic[4] = {'K', 'V', 'S', (uint8_t)SIM_SCENARIO_VERSION};
 static const uint8_t magic_v1[4] = {'K', 'V', 'S', 1};
 static const uint8_t magic_v2[4] = {'K', 'V', 'S', 2};
+static const uint8_t magic_v3[4] = {'K', 'V', 'S', 3};
 static const uint32_t tp_set[3] = {1, 2, 4};
 static const uint32_t block_set[4] = {4, 8, 16, 32};
 
@@ -285,12 +286,13 @@ void sim_scenario_from_bytes(const uint8_t *buf, size_t len, sim_scenario *out) 
     rd r = {.p = buf, .len = buf ? len : 0, .pos = 0};
     bool v1 = r.len >= sizeof magic_v1 && memcmp(buf, magic_v1, sizeof magic_v1) == 0;
     bool v2 = r.len >= sizeof magic_v2 && memcmp(buf, magic_v2, sizeof magic_v2) == 0;
-    bool v3 = r.len >= sizeof magic && memcmp(buf, magic, sizeof magic) == 0;
-    if (v1 || v2 || v3) r.pos = sizeof magic;
+    bool v3 = r.len >= sizeof magic_v3 && memcmp(buf, magic_v3, sizeof magic_v3) == 0;
+    bool v4 = r.len >= sizeof magic && memcmp(buf, magic, sizeof magic) == 0;
+    if (v1 || v2 || v3 || v4) r.pos = sizeof magic;
     rd_fixed(&r, &out->cfg, v1);
-    /* the fault kinds of version 3 on only behind its magic: every older
-     * input (magic-less ones too) decodes as it always did */
-    rd_lists(&r, &out->cfg, v3 ? SIM_F_KIND_COUNT - 1u : SIM_F_KIND_COUNT_V2 - 1u);
+    /* each version's fault kinds only behind its magic (or a later one):
+     * every older input (magic-less ones too) decodes as it always did */
+    rd_lists(&r, &out->cfg, v4 ? SIM_F_KIND_COUNT - 1u : v3 ? SIM_F_KIND_COUNT_V3 - 1u : SIM_F_KIND_COUNT_V2 - 1u);
     size_t n = r.len - r.pos;
     if (n > SIM_CHOICE_MAX) n = SIM_CHOICE_MAX;
     if (n) memcpy(out->choice, r.p + r.pos, n);

@@ -27,23 +27,24 @@
  *     prefix_group 0..7, prefix_len <= prompt_len, sequential 0/1,
  *     d_extra_tokens 0..128
  *   n_faults 0..SIM_FAULTS_MAX, each fault:
- *     at_ns <= 60 s, kind 1..SIM_F_KIND_COUNT-1 (v2: ..12), target, arg < 2^16
+ *     at_ns <= 60 s, kind 1..SIM_F_KIND_COUNT-1 (v2: ..12, v3: ..13), target, arg < 2^16
  *   seed any; choice_len 0..SIM_CHOICE_MAX
  * Entries past n_groups / n_reqs / n_faults and choice bytes past
  * choice_len are zero in a clamped scenario. Requests and faults keep their
  * given order.
  *
  * Binary layout (all integers little-endian):
- *   [magic]  4 bytes "KVS" 0x03 (SIM_SCENARIO_VERSION). Optional: an input
+ *   [magic]  4 bytes "KVS" 0x04 (SIM_SCENARIO_VERSION). Optional: an input
  *            that starts with exactly these 4 bytes has its fields from
  *            offset 4; any other input has its fields from offset 0. An
  *            input starting "KVS" 0x01 is a version 1 scenario (fields from
  *            offset 4, the fixed part without the version 2 fields: every
  *            engine p2p, the default store), so old artifacts still decode.
- *            "KVS" 0x02 is version 2: fields from offset 4, as version 3
- *            except that fault kinds map into version 2's 1..12. A
- *            magic-less input decodes as version 2 too; only version 3
- *            inputs reach the kinds added in it (peer_crash).
+ *            "KVS" 0x02 is version 2: fields from offset 4, as version 4
+ *            except that fault kinds map into version 2's 1..12; "KVS"
+ *            0x03 (version 3) maps them into 1..13. A magic-less input
+ *            decodes as version 2 too; only inputs of a version reach the
+ *            kinds added in it (3: peer_crash, 4: peer_hang).
  *   fixed part (64 bytes):
  *     u64 seed
  *     u8 n_p, u8 n_d, u8 tp_p, u8 tp_d, u8 block_size
@@ -80,7 +81,7 @@
 #include "kvconn/status.h"
 #include "sim/world.h"
 
-#define SIM_SCENARIO_VERSION 3u
+#define SIM_SCENARIO_VERSION 4u
 /* The largest live_bound_ns a scenario holds: above the longest bound
  * sim_cfg_searchable derives, (600 s + 600 s) x (256 + 4) requests. */
 #define SIM_LIVE_BOUND_MAX_S 1000000 /* a plain literal: messages print it (SIM_STR) */

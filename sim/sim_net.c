@@ -23,6 +23,10 @@
  *  - A connection reset does not kill the peer ids: after PEER_DOWN the ids
  *    stay valid and the next submit/send reconnects transparently (ZMQ
  *    style). Only a crashed node fails submits/sends fast.
+ *  - A hung node (a silent crash) takes submits and sends as if alive and
+ *    never answers: ctrl to it is lost, a batch to it completes
+ *    KV_ETIMEDOUT at its deadline (or waits, without one, for the node to
+ *    crash for real, which resets it).
  *  - poll() on a sim kvt returns no events: the world drives the network
  *    through sim_net_progress(). close() is a no-op (the net owns all memory).
  *
@@ -62,6 +66,7 @@ typedef struct sn_node {
     sim_net *net;
     uint32_t index;
     bool crashed;
+    bool hung; /* its process died and nobody was told: see sim_net_fault_hang */
     uint32_t n_eps;
     sn_ep *ep;      /* [eps_max] */
     kvt_region_tab reg; /* over [regions_max] of the net's regs */
@@ -571,7 +576,7 @@ static bool deliver_batch(sim_net *net, uint32_t idx, kvt_event *ev) {
 static bool deliver_ctrl(sim_net *net, uint32_t idx, kvt_event *ev, uint8_t *dst) {
     const sn_pkt *p = &net->pkt[idx];
     sn_ep *e = find_ep(&net->node[p->dst], p->dst_ep);
-    if (!e) return false;
+    if (!e || net->node[p->dst].hung) return false; /* nobody reads it */
     ev->kind = KVT_EV_CTRL;
     ev->ep = p->dst_ep;
     ev->owner = e->owner;
@@ -585,7 +590,7 @@ static bool deliver_ctrl(sim_net *net, uint32_t idx, kvt_event *ev, uint8_t *dst
 static bool deliver_down(sim_net *net, uint32_t idx, kvt_event *ev) {
     const sn_pkt *p = &net->pkt[idx];
     sn_ep *e = find_ep(&net->node[p->dst], p->dst_ep);
-    if (!e || p->peer >= e->n_peers) return false;
+    if (!e || p->peer >= e->n_peers || net->node[p->dst].hung) return false;
     e->peer[p->peer].down_pending = false;
     ev->kind = KVT_EV_PEER_DOWN;
     ev->ep = p->dst_ep;
@@ -604,6 +609,19 @@ static bool deliver(sim_net *net, uint32_t idx, kvt_event *ev, uint8_t *ctrl) {
     }
 }
 
+/* A batch reaching a hung node is not applied and not answered: it goes
+ * back into the heap at its deadline (then it completes KV_ETIMEDOUT), or,
+ * without one, at the end of time (the node's real crash resets it). */
+static bool park_at_hung(sim_net *net, uint32_t idx, uint64_t now) {
+    sn_pkt *p = &net->pkt[idx];
+    if (p->kind != PK_BATCH || p->state != PS_LIVE || !net->node[p->dst].hung) return false;
+    if (p->deadline != 0 && p->deadline <= now) return false; /* due: deliver_batch times it out */
+    p->arrive = UINT64_MAX;
+    p->at = p->deadline ? p->deadline : UINT64_MAX;
+    heap_push(net, idx);
+    return true;
+}
+
 kv_status sim_net_progress(sim_net *net, kvt_event *out, uint32_t *out_ctrl_off, uint32_t max, uint8_t *ctrl_buf,
                            uint32_t ctrl_cap, uint32_t *out_n) {
     if (!net || !out_n || (max > 0 && (!out || !out_ctrl_off)) || (ctrl_cap > 0 && !ctrl_buf)) return KV_EINVAL;
@@ -620,6 +638,7 @@ kv_status sim_net_progress(sim_net *net, kvt_event *out, uint32_t *out_ctrl_off,
             return (n == 0 && p->n > ctrl_cap) ? KV_EINVAL : KV_EAGAIN;
         }
         heap_remove(net, idx);
+        if (park_at_hung(net, idx, now)) continue;
         out_ctrl_off[n] = coff;
         if (deliver(net, idx, &out[n], ctrl_buf ? ctrl_buf + coff : NULL)) {
             if (out[n].kind == KVT_EV_CTRL) coff += out[n].len;
@@ -670,7 +689,7 @@ static void drop_between(sim_net *net, uint32_t a, uint32_t b) {
 /* One PEER_DOWN to every endpoint on `node` with a peer on `across`. */
 static void down_across(sim_net *net, uint32_t node, uint32_t across) {
     sn_node *nd = &net->node[node];
-    if (nd->crashed) return;
+    if (nd->crashed || nd->hung) return;
     for (uint32_t e = 0; e < nd->n_eps; e++) {
         if (!nd->ep[e].open) continue;
         for (uint32_t k = 0; k < nd->ep[e].n_peers; k++)
@@ -679,16 +698,18 @@ static void down_across(sim_net *net, uint32_t node, uint32_t across) {
 }
 
 void sim_net_fault_reset(sim_net *net, uint32_t a, uint32_t b) {
-    if (!net || !net_node(net, a) || !net_node(net, b) || net->node[a].crashed || net->node[b].crashed) return;
+    if (!net || !net_node(net, a) || !net_node(net, b) || net->node[a].crashed || net->node[b].crashed ||
+        net->node[a].hung || net->node[b].hung)
+        return;
     drop_between(net, a, b);
     down_across(net, a, b);
     if (a != b) down_across(net, b, a);
 }
 
 /* Everything of the crashed node goes: its batches (no completion: the
- * submitter is dead), ctrl from or to it, its pending PEER_DOWNs; batches
- * towards it complete KV_ECONNRESET now. */
-static void drop_node(sim_net *net, uint32_t n) {
+ * submitter is dead), ctrl from or to it, its pending PEER_DOWNs; with
+ * reset_incoming, batches towards it complete KV_ECONNRESET now. */
+static void drop_node(sim_net *net, uint32_t n, bool reset_incoming) {
     uint64_t now = now_ns(net);
     for (uint32_t i = 0; i < net->pkts_total; i++) {
         if (i == net->hw_data && i < net->cfg.packets_max) i = net->cfg.packets_max; /* skip never-used */
@@ -699,7 +720,7 @@ static void drop_node(sim_net *net, uint32_t n) {
         if (mine) {
             net->stats.resets += p->kind != PK_DOWN && p->state != PS_RESET;
             pkt_drop(net, i);
-        } else if (p->kind == PK_BATCH && p->dst == n && p->state != PS_RESET) {
+        } else if (reset_incoming && p->kind == PK_BATCH && p->dst == n && p->state != PS_RESET) {
             net->stats.resets++;
             p->state = PS_RESET;
             heap_advance(net, i, now);
@@ -722,11 +743,21 @@ static void wipe_node(sn_node *nd) {
 void sim_net_fault_crash(sim_net *net, uint32_t node) {
     sn_node *nd = net ? net_node(net, node) : NULL;
     if (!nd || nd->crashed) return;
-    drop_node(net, node);
+    nd->hung = false;
+    drop_node(net, node, true);
     for (uint32_t m = 0; m < net->cfg.nodes_max; m++)
         if (m != node) down_across(net, m, node);
     wipe_node(nd);
     nd->crashed = true;
+}
+
+/* Its own traffic goes with it; what others send to it stays in flight
+ * and is parked on arrival (park_at_hung). */
+void sim_net_fault_hang(sim_net *net, uint32_t node) {
+    sn_node *nd = net ? net_node(net, node) : NULL;
+    if (!nd || nd->crashed || nd->hung) return;
+    drop_node(net, node, false);
+    nd->hung = true;
 }
 
 void sim_net_fault_restart(sim_net *net, uint32_t node) {
@@ -846,7 +877,7 @@ void sim_net_reset(sim_net *net, sim_choice *choice) {
         sn_node *nd = &net->node[n];
         wipe_node(nd);
         nd->reg.next_id = 1;
-        nd->crashed = false;
+        nd->crashed = nd->hung = false;
     }
     for (uint32_t i = 0; i < net->pkts_total; i++) {
         if (i == net->hw_data && i < net->cfg.packets_max) i = net->cfg.packets_max;

@@ -73,6 +73,12 @@ void sim_net_fault_reset(sim_net *net, uint32_t a, uint32_t b);
  * regions reject writes (KV_ECONNRESET) until restart. */
 void sim_net_fault_crash(sim_net *net, uint32_t node);
 void sim_net_fault_restart(sim_net *net, uint32_t node);
+/* Silent crash: the node's process is gone but no peer is told (a dead
+ * host: no reset comes back). Its own in-flight traffic is lost; sends to
+ * it are taken and lost, batches to it time out at their deadlines. A
+ * later sim_net_fault_crash is the host coming back: every connection to
+ * it resets then (PEER_DOWN to its peers, ECONNRESET for what waits). */
+void sim_net_fault_hang(sim_net *net, uint32_t node);
 /* Adds extra_ns to every packet sent in the next window_ns (congestion). */
 void sim_net_fault_delay(sim_net *net, uint64_t extra_ns, uint64_t window_ns);
 

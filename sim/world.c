@@ -42,7 +42,7 @@ struct sim_world {
     uint32_t n_actors_of[KV_ENGINES_MAX]; /* actors a process of engine i spawns */
     kv_engine *all_eng[KV_ENGINES_MAX + SIM_FAULTS_MAX]; /* every process of the run, for its counters */
     uint32_t n_all;
-    struct { uint64_t at_ns; uint32_t engine; } restart[SIM_FAULTS_MAX]; /* pending, in time order */
+    struct { uint64_t at_ns; uint32_t engine; bool silent; } restart[SIM_FAULTS_MAX]; /* pending, in time order */
     uint32_t n_restart;
     sim_result *res;
     FILE *trace;
@@ -308,6 +308,7 @@ static uint64_t item_end(const sim_world *w, uint32_t it) {
     const sim_fault *f = &w->cfg->fault[it - w->cfg->n_reqs];
     if (f->kind == SIM_F_NET_DELAY) return t + 50000000ull + (uint64_t)f->arg * 1000000ull;
     if (f->kind == SIM_F_BOOT_DOWN || f->kind == SIM_F_PEER_CRASH) return t + (uint64_t)f->arg * 1000000ull;
+    if (f->kind == SIM_F_PEER_HANG) return t + ((uint64_t)f->arg + 1u) * 1000000ull;
     return t;
 }
 
@@ -349,22 +350,27 @@ static void post_engine(sim_world *w, uint32_t kind, uint32_t engine, uint32_t s
  * dropped), its transport nodes crash (in-flight traffic lost, peers get
  * PEER_DOWN), its KV memory is gone with it (the checker stops looking at
  * its pools), and the proxy's connection to it breaks. A new process takes
- * its place restart_ms later. Coverage counts the phase of each request
- * the engine held. */
-static void crash_engine(sim_world *w, uint32_t i, uint32_t restart_ms) {
+ * its place restart_ms later. Silent (peer_hang): nobody is told; its nodes
+ * hang (sim_net_fault_hang) and the proxy keeps sending it requests, which
+ * are lost; the resets come when it restarts. Coverage counts the phase of
+ * each request the engine held. */
+static void crash_engine(sim_world *w, uint32_t i, uint32_t restart_ms, bool silent) {
     if (w->down[i]) return; /* already dead: nothing more to kill */
     kv_engine *e = w->eng[i];
-    uint32_t held = 0;
+    uint32_t held = 0, kind = silent ? SIM_F_PEER_HANG : SIM_F_PEER_CRASH;
     for (uint64_t m = e->live; m; m &= m - 1) {
         const kv_sreq *s = &e->req[__builtin_ctzll(m)];
-        if (s->phase < KV_PH_COUNT) w->res->fault_phase[SIM_F_PEER_CRASH][s->phase]++, held++;
+        if (s->phase < KV_PH_COUNT) w->res->fault_phase[kind][s->phase]++, held++;
     }
-    if (!held) w->res->fault_phase[SIM_F_PEER_CRASH][KV_PH_DONE]++;
+    if (!held) w->res->fault_phase[kind][KV_PH_DONE]++;
     for (uint32_t a = 0; a < sim_rt_actor_count(w->rt); a++)
         if (sim_rt_actor_node(w->rt, a) == e->cfg.node) sim_rt_kill(w->rt, a);
-    for (uint32_t r = 0; r < e->cfg.tp; r++) sim_net_fault_crash(w->net, e->cfg.node + 1 + r);
+    for (uint32_t r = 0; r < e->cfg.tp; r++) {
+        if (silent) sim_net_fault_hang(w->net, e->cfg.node + 1 + r);
+        else sim_net_fault_crash(w->net, e->cfg.node + 1 + r);
+    }
     w->down[i] = true;
-    post_engine(w, KV_M_PROXY_ENGINE_DOWN, i, KV_ACTOR_NONE);
+    if (!silent) post_engine(w, KV_M_PROXY_ENGINE_DOWN, i, KV_ACTOR_NONE);
     uint64_t at = sim_rt_now(w->rt) + (uint64_t)restart_ms * 1000000ull;
     uint32_t k = w->n_restart++; /* faults are applied in time order; keep restarts so */
     while (k > 0 && w->restart[k - 1].at_ns > at) {
@@ -373,15 +379,22 @@ static void crash_engine(sim_world *w, uint32_t i, uint32_t restart_ms) {
     }
     w->restart[k].at_ns = at;
     w->restart[k].engine = i;
+    w->restart[k].silent = silent;
 }
 
 /* A new process of engine i: fresh actors, pools and connector state on the
  * same transport nodes (and so the same addresses); it registers with the
- * bootstrap service as the first one did. When the runtime has no room for
- * its actors the engine stays down (said in the trace). */
-static void restart_engine(sim_world *w, uint32_t i) {
+ * bootstrap service as the first one did. After a silent crash the host's
+ * return resets every connection to the old process first (its peers get
+ * PEER_DOWN, the proxy fails what it had sent there). When the runtime has
+ * no room for its actors the engine stays down (said in the trace). */
+static void restart_engine(sim_world *w, uint32_t i, bool silent) {
     bool room = sim_rt_actor_count(w->rt) + w->n_actors_of[i] <= SIM_ACTORS_MAX;
     kv_engine *dead = w->eng[i];
+    if (silent) {
+        for (uint32_t r = 0; r < dead->cfg.tp; r++) sim_net_fault_crash(w->net, dead->cfg.node + 1 + r);
+        post_engine(w, KV_M_PROXY_ENGINE_DOWN, i, KV_ACTOR_NONE);
+    }
     if (room) {
         for (uint32_t r = 0; r < dead->cfg.tp; r++) sim_net_fault_restart(w->net, dead->cfg.node + 1 + r);
         room = start_engine(w, i) == KV_OK;
@@ -450,7 +463,9 @@ static void apply_fault(sim_world *w, const sim_fault *f) {
     case SIM_F_STORE_EVICT: post_fault_to_store(w, KV_F_STORE_EVICT, f->arg % 256u); break;
     case SIM_F_STORE_PRESSURE: post_fault_to_store(w, KV_F_STORE_PRESSURE, f->arg % 8u); break;
     case SIM_F_PEER_CRASH:
-        crash_engine(w, f->target % w->n_eng, f->arg);
+    case SIM_F_PEER_HANG:
+        crash_engine(w, f->target % w->n_eng, f->kind == SIM_F_PEER_HANG ? f->arg + 1u : f->arg,
+                     f->kind == SIM_F_PEER_HANG);
         phase = KV_PH_COUNT; /* counted there */
         break;
     case SIM_F_KIND_COUNT: break;
@@ -490,9 +505,10 @@ static void apply_due_items(sim_world *w) {
     }
     while (w->n_restart && w->restart[0].at_ns <= sim_rt_now(w->rt)) {
         uint32_t i = w->restart[0].engine;
+        bool silent = w->restart[0].silent;
         w->n_restart--;
         memmove(&w->restart[0], &w->restart[1], w->n_restart * sizeof w->restart[0]);
-        restart_engine(w, i);
+        restart_engine(w, i, silent);
     }
 }
 
@@ -742,8 +758,9 @@ const char *sim_fault_name(uint32_t kind) {
         [SIM_F_NET_RESET] = "net_reset",   [SIM_F_NET_DELAY] = "net_delay",
         [SIM_F_STORE_PUT_FAIL] = "store_put_fail", [SIM_F_STORE_GET_FAIL] = "store_get_fail",
         [SIM_F_STORE_EVICT] = "store_evict", [SIM_F_STORE_PRESSURE] = "store_pressure",
-        [SIM_F_PEER_CRASH] = "peer_crash"};
+        [SIM_F_PEER_CRASH] = "peer_crash", [SIM_F_PEER_HANG] = "peer_hang"};
     return kind < SIM_F_KIND_COUNT && names[kind] ? names[kind] : "?";
 }
 
 const kv_engine *sim_world_engine(const sim_world *w, uint32_t i) { return i < w->n_eng ? w->eng[i] : NULL; }
+const kv_proxy *sim_world_proxy(const sim_world *w) { return w->proxy; }

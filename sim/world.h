@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "core/engine.h"
+#include "core/proxy.h"
 #include "sim/sim_store.h"
 
 #define SIM_REQS_MAX 256u
@@ -44,11 +45,19 @@ typedef enum sim_fault_kind {
     SIM_F_PEER_CRASH,         /* target: engine (P first, then D): its process dies (actors,
                                * transport, KV memory); a new one takes its place arg ms
                                * later (scenario format version 3) */
+    /* format version 4 on */
+    SIM_F_PEER_HANG,          /* target: engine: its process dies silently (a dead host: no
+                               * reset reaches its peers or the proxy, what they send it is
+                               * lost, their batches to it time out); arg+1 ms later the host
+                               * is back with a new process, and every connection to the old
+                               * one resets then (scenario format version 4) */
     SIM_F_KIND_COUNT
 } sim_fault_kind;
 /* Kinds 1..SIM_F_KIND_COUNT_V2 - 1 are those of scenario format versions 1
- * and 2 (and of the generator's draws before crashes existed). */
+ * and 2 (and of the generator's draws before crashes existed); version 3
+ * adds peer_crash, version 4 peer_hang. */
 #define SIM_F_KIND_COUNT_V2 ((uint32_t)SIM_F_PEER_CRASH)
+#define SIM_F_KIND_COUNT_V3 ((uint32_t)SIM_F_PEER_HANG)
 const char *sim_fault_name(uint32_t kind);
 
 typedef struct sim_fault {
@@ -130,6 +139,9 @@ void sim_world_set_json(sim_world *w, FILE *json);
 /* Engine i of the last run (P engines first), or NULL; after a crash, the
  * process that took its place (or the dead one, if none did). Read-only. */
 const kv_engine *sim_world_engine(const sim_world *w, uint32_t i);
+/* The proxy of the last run (each request's outcome and times), or NULL
+ * before the first. */
+const kv_proxy *sim_world_proxy(const sim_world *w);
 /* Per-engine pool accounting after the last run (for reports). */
 void sim_world_report(const sim_world *w, FILE *out);
 

@@ -312,6 +312,84 @@ Test(p2p, peer_crash_runs_are_deterministic) {
     cr_assert_eq(R.trace_hash, h, "target 7 is engine 1");
 }
 
+/* ---- silent crash (peer_hang) ---------------------------------------------- */
+
+/* crash_plan with the process dying silently; its host is back restart_ms
+ * later (the fault's arg + 1). */
+static void hang_plan(uint32_t engine, uint32_t restart_ms) {
+    crash_plan(engine, KV_POLICY_FAIL);
+    C.fault[0].kind = SIM_F_PEER_HANG;
+    C.fault[0].arg = restart_ms - 1;
+}
+
+/* The earliest end of a request that failed, or UINT64_MAX. */
+static uint64_t first_error_ns(void) {
+    uint64_t t = UINT64_MAX;
+    for (uint32_t id = 0; id < C.n_reqs; id++) {
+        const kv_proxy_req *q = kv_proxy_slot(sim_world_proxy(W), id);
+        if (q->used && q->outcome == KV_OUT_ERROR && q->done_ns < t) t = q->done_ns;
+    }
+    return t;
+}
+
+/* P dies silently at 4.2 ms with D's pulls in flight; its host is back at
+ * 104.2 ms. Nothing tells D before: its loads fail by its 40 ms receive
+ * timeout, not at the death as when the crash resets connections (the same
+ * plan with peer_crash, below). Every request ends, nothing leaks, and the
+ * new P serves requests 10..12 (150 ms on). */
+Test(p2p, peer_hang_of_p_fails_loads_by_the_receive_timeout) {
+    hang_plan(0, 100);
+    C.recv_timeout_ns = 40000000;
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok + R.requests_error, 13, "every request ended");
+    cr_assert_gt(sim_world_engine(W, 1)->stats.load_errors, 0, "D saw its loads fail");
+    cr_assert_geq(R.requests_ok, 3, "the new P serves requests 10..12");
+    uint64_t hang = 0, crash = 0;
+    for (uint32_t ph = 0; ph < KV_PH_COUNT; ph++) {
+        hang += R.fault_phase[SIM_F_PEER_HANG][ph];
+        crash += R.fault_phase[SIM_F_PEER_CRASH][ph];
+    }
+    cr_assert(hang > 0 && crash == 0, "counted under peer_hang");
+    uint64_t t = first_error_ns();
+    cr_assert(t >= 40000000ull && t < 104200000ull, "first failure at %llu ns: by the receive timeout, before the host is back",
+              (unsigned long long)t);
+    C.fault[0].kind = SIM_F_PEER_CRASH; /* told at once */
+    C.fault[0].arg = 100;
+    run();
+    expect_clean();
+    cr_assert_lt(first_error_ns(), 40000000ull, "a crash that resets fails them sooner");
+}
+
+/* D dies silently while P holds blocks for its pulls: P's writes to it
+ * never complete before their deadlines, and what D never pulled P lets go
+ * of by its abort timeout; P's pool is clean at the end and each hold ended
+ * once. The host is back at 54.2 ms with a new D that serves 10..12. */
+Test(p2p, peer_hang_of_d_releases_blocks_p_held_for_it) {
+    hang_plan(1, 50);
+    C.abort_timeout_ns = 30000000;
+    C.recv_timeout_ns = 40000000;
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok + R.requests_error, 13);
+    cr_assert_geq(R.requests_ok, 3);
+    cr_assert_eq(sim_world_engine(W, 0)->stats.finished_sending, 13, "each of P's holds ended once");
+}
+
+/* Same plan, same run; silent and loud deaths are different runs. */
+Test(p2p, peer_hang_runs_are_deterministic) {
+    hang_plan(0, 20);
+    run();
+    expect_clean();
+    uint64_t h = R.trace_hash;
+    run();
+    cr_assert_eq(R.trace_hash, h);
+    C.fault[0].kind = SIM_F_PEER_CRASH;
+    C.fault[0].arg = 20;
+    run();
+    cr_assert_neq(R.trace_hash, h);
+}
+
 /* P's abort-request timeout: D cannot admit request 1 (request 0 holds its
  * small pool) for longer than P's expiry, so P reaps the held blocks
  * (finished_sending without a transfer). When D finally pulls, P has only a

@@ -118,9 +118,9 @@ Test(scenario, default_round_trip) {
     check_fixed_points(&sa, "default");
     size_t tl;
     to_text(&sa, text_a, &tl);
-    cr_assert(strncmp(text_a, "kvs 3\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
+    cr_assert(strncmp(text_a, "kvs 4\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
                               "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024\ngroup full\n",
-                      strlen("kvs 3\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
+                      strlen("kvs 4\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
                              "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024\ngroup full\n")) == 0,
               "default text:\n%s", text_a);
     /* The empty input decodes to the defaults. */
@@ -226,9 +226,9 @@ static const err_case err_cases[] = {
     {"kvs 1\nreq at=\n", KV_EINVAL, 2, 5, "expected integer after 'at='"},
     {"kvs 1\nreq at=-1\n", KV_EINVAL, 2, 5, "expected integer after 'at='"},
     {"kvs 1\nreq at=99999999999999999999\n", KV_EINVAL, 2, 5, "does not fit in 64 bits"},
-    {"seed 1\nkvs 1\n", KV_EINVAL, 1, 1, "expected 'kvs 3' as the first directive, got 'seed'"},
-    {"", KV_EINVAL, 1, 1, "missing 'kvs 3' header"},
-    {"# only a comment\n\n", KV_EINVAL, 1, 1, "missing 'kvs 3' header"},
+    {"seed 1\nkvs 1\n", KV_EINVAL, 1, 1, "expected 'kvs 4' as the first directive, got 'seed'"},
+    {"", KV_EINVAL, 1, 1, "missing 'kvs 4' header"},
+    {"# only a comment\n\n", KV_EINVAL, 1, 1, "missing 'kvs 4' header"},
     {"kvs 2\ntopology conn_p=multi(p2p,nixl)\n", KV_EINVAL, 2, 10, "unknown connector 'multi(p2p,nixl)'"},
     {"kvs 2\ntopology store=8\n", KV_EINVAL, 2, 10, "store=8 out of range 16..4096"},
     {"kvs\n", KV_EINVAL, 1, 1, "expected version after 'kvs'"},
@@ -275,7 +275,7 @@ static const err_case err_cases[] = {
     {"kvs 1\ngroup full\ngroup mamba\ngroup mamba\ngroup mamba\ngroup mamba\ngroup mamba\n", KV_EINVAL, 7, 1,
      "too many group directives (max 5)"},
     {"kvs 1\nfault kind=abort target=65536\n", KV_EINVAL, 2, 18, "target=65536 out of range 0..65535"},
-    {"kvs 4\n", KV_EVERSION, 1, 5, "scenario format version 4 is not supported (this build reads 1..3)"},
+    {"kvs 5\n", KV_EVERSION, 1, 5, "scenario format version 5 is not supported (this build reads 1..4)"},
 };
 
 static void expect_error(const char *text, size_t len, kv_status want, uint32_t line, uint32_t col, const char *msg) {
@@ -331,7 +331,7 @@ Test(scenario, count_limits) {
 
 Test(scenario, wrong_version) {
     const char *t = "# header comment\n\n   kvs 7 \nseed 3\n";
-    expect_error(t, strlen(t), KV_EVERSION, 3, 8, "scenario format version 7 is not supported (this build reads 1..3)");
+    expect_error(t, strlen(t), KV_EVERSION, 3, 8, "scenario format version 7 is not supported (this build reads 1..4)");
     t = "kvs 18446744073709551615\n";
     expect_error(t, strlen(t), KV_EVERSION, 1, 5, "version 18446744073709551615 is not supported");
     t = "kvs 0\n";
@@ -427,10 +427,10 @@ Test(scenario, binary_clamp_rules) {
     cr_assert_eq(sa.cfg.n_reqs, 1u);
     cr_assert_eq(sa.cfg.req[0].at_ns, 0u);
     cr_assert(sa.cfg.req[0].prompt_len == 16 && sa.cfg.req[0].max_tokens == 4);
-    /* An input starting "KVS\x04" is not magic: decoded from offset 0. */
-    static const uint8_t v4[] = {'K', 'V', 'S', 4, 0, 0, 0, 0, 1};
-    sim_scenario_from_bytes(v4, sizeof v4, &sa);
-    cr_assert_eq(sa.cfg.seed, 0x0453564bull);
+    /* An input starting "KVS\x05" is not magic: decoded from offset 0. */
+    static const uint8_t v5[] = {'K', 'V', 'S', 5, 0, 0, 0, 0, 1};
+    sim_scenario_from_bytes(v5, sizeof v5, &sa);
+    cr_assert_eq(sa.cfg.seed, 0x0553564bull);
     cr_assert_eq(sa.cfg.n_p, 1u);
     /* "KVS\x01": a version 1 artifact, whose fixed part lacks the connector
      * fields: it decodes as the version 2 bytes with p2p everywhere. */
@@ -451,35 +451,47 @@ Test(scenario, binary_clamp_rules) {
     cr_assert(sa.cfg.conn_p == KV_CONN_P2P && sa.cfg.conn_d == KV_CONN_P2P && sa.cfg.store_capacity == 1024);
 }
 
-/* Version 3 added a fault kind (peer_crash, 13). Behind "KVS\x03" a kind
- * byte of 13 is that kind; behind "KVS\x02", and with no magic, it maps
- * into version 2's 1..12 as it always did (1 + 13 % 12: sender_exception),
- * so stored inputs and corpus seeds decode unchanged. */
-Test(scenario, version_3_kinds_only_behind_its_magic) {
+/* Versions 3 and 4 each added a fault kind (peer_crash 13, peer_hang 14).
+ * A kind byte reaches a kind only behind the magic of its version or a
+ * later one; behind an older magic, or none, it maps into that version's
+ * kinds as it always did (1 + byte mod their count), so stored inputs and
+ * corpus seeds decode unchanged. */
+Test(scenario, new_kinds_only_behind_their_magic) {
     static uint8_t body[SIM_SCENARIO_FIXED_BYTES + 3 + SIM_SCENARIO_FAULT_BYTES], in[4 + sizeof body];
-    size_t at = SIM_SCENARIO_FIXED_BYTES;
-    body[at] = body[at + 1] = 0; /* no requests */
-    body[at + 2] = 1;            /* one fault: at 0, kind 13, target 1, arg 5 */
-    body[at + 3 + 8] = 13;
-    body[at + 3 + 9] = 1;
-    body[at + 3 + 11] = 5;
+    static const struct {
+        const char *magic; /* NULL: none */
+        uint8_t kind;
+        uint32_t want;
+    } cases[] = {
+        {NULL, 13, 1u + 13u % 12u},      {"KVS\x02", 13, 1u + 13u % 12u}, {"KVS\x03", 13, SIM_F_PEER_CRASH},
+        {"KVS\x04", 13, SIM_F_PEER_CRASH}, {NULL, 14, 1u + 14u % 12u},      {"KVS\x02", 14, 1u + 14u % 12u},
+        {"KVS\x03", 14, 1u + 14u % 13u},   {"KVS\x04", 14, SIM_F_PEER_HANG},
+    };
     static sim_scenario s;
-    const uint32_t want_v2 = 1u + 13u % 12u;
-    sim_scenario_from_bytes(body, sizeof body, &s);
-    cr_assert(s.cfg.n_faults == 1 && s.cfg.fault[0].kind == want_v2, "no magic: kind %u", s.cfg.fault[0].kind);
-    memcpy(in, "KVS\x02", 4);
-    memcpy(in + 4, body, sizeof body);
-    sim_scenario_from_bytes(in, sizeof in, &s);
-    cr_assert_eq(s.cfg.fault[0].kind, want_v2);
-    memcpy(in, "KVS\x03", 4);
-    sim_scenario_from_bytes(in, sizeof in, &s);
-    cr_assert_eq(s.cfg.fault[0].kind, (uint32_t)SIM_F_PEER_CRASH);
-    cr_assert(s.cfg.fault[0].target == 1 && s.cfg.fault[0].arg == 5);
-    /* and the canonical form (version 3) keeps it */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t at = SIM_SCENARIO_FIXED_BYTES;
+        memset(body, 0, sizeof body); /* no requests; one fault: at 0, the kind, target 1, arg 5 */
+        body[at + 2] = 1;
+        body[at + 3 + 8] = cases[i].kind;
+        body[at + 3 + 9] = 1;
+        body[at + 3 + 11] = 5;
+        if (cases[i].magic) {
+            memcpy(in, cases[i].magic, 4);
+            memcpy(in + 4, body, sizeof body);
+            sim_scenario_from_bytes(in, sizeof in, &s);
+        } else {
+            sim_scenario_from_bytes(body, sizeof body, &s);
+        }
+        cr_assert(s.cfg.n_faults == 1 && s.cfg.fault[0].kind == cases[i].want, "case %zu: kind %u, want %u", i,
+                  s.cfg.fault[0].kind, cases[i].want);
+        cr_assert(s.cfg.fault[0].target == 1 && s.cfg.fault[0].arg == 5);
+    }
+    /* the canonical form (version 4) keeps the newest kind */
     static uint8_t out[SIM_SCENARIO_BYTES_MAX];
     size_t n = 0;
+    cr_assert_eq(s.cfg.fault[0].kind, (uint32_t)SIM_F_PEER_HANG);
     cr_assert_eq(sim_scenario_to_bytes(&s, out, sizeof out, &n), KV_OK);
-    cr_assert(n >= 4 && memcmp(out, "KVS\x03", 4) == 0);
+    cr_assert(n >= 4 && memcmp(out, "KVS\x04", 4) == 0);
     static sim_scenario back;
     sim_scenario_from_bytes(out, n, &back);
     cr_assert(sim_scenario_equal(&s, &back));
@@ -489,9 +501,11 @@ Test(scenario, version_3_kinds_only_behind_its_magic) {
 static size_t random_input(uint8_t *buf) {
     size_t len = below(601);
     for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)rnd();
-    if (below(2) == 0 && len >= 4) memcpy(buf, below(2) ? "KVS\x03" : below(2) ? "KVS\x02" : "KVS\x01", 4);
-    size_t base = len >= 4 && (memcmp(buf, "KVS\x03", 4) == 0 || memcmp(buf, "KVS\x02", 4) == 0 ||
-                               memcmp(buf, "KVS\x01", 4) == 0) ? 4 : 0;
+    static const char *const magics[4] = {"KVS\x04", "KVS\x03", "KVS\x02", "KVS\x01"};
+    if (below(2) == 0 && len >= 4) memcpy(buf, magics[below(4)], 4);
+    size_t base = 0;
+    for (size_t m = 0; m < 4; m++)
+        if (len >= 4 && memcmp(buf, magics[m], 4) == 0) base = 4;
     size_t at = base + SIM_SCENARIO_FIXED_BYTES;
     if (below(2) == 0 && at + 2 <= len) { /* few requests, then a small fault count */
         uint32_t n = below(6);
