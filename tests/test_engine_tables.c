@@ -184,50 +184,58 @@ static uint64_t frozen_digest(void) {
     return h;
 }
 
+static const kv_tokens big_tokens = {.token_seed = 99, .prefix_group = 1, .prefix_len = 20};
+
+/* Heads 1 and 2 of block `pos` (group, head_bytes each) into out, on the
+ * path in force: they must hash as on the scalar path (*scalar, taken
+ * there) and verify. */
+static void fill_as_scalar(uint8_t *out, uint32_t pos, uint32_t group, uint32_t head_bytes, kv_simd p,
+                           uint64_t *scalar) {
+    kv_fill_block(out, &big_tokens, pos, 16, 200, group, 1, 3, head_bytes);
+    uint64_t h = 0;
+    for (uint32_t i = 0; i < 2 * head_bytes; i++) h = kv_mix64(h ^ out[i]);
+    if (p == KV_SIMD_SCALAR) *scalar = h;
+    cr_assert_eq(h, *scalar, "path %d: two %u-byte heads differ from the scalar path", (int)p, head_bytes);
+    cr_assert(kv_verify_block(out, &big_tokens, pos, 16, 200, group, 1, 3, head_bytes), "path %d", (int)p);
+}
+
 /* Each path this CPU has (scalar always), forced in turn: the frozen values,
- * and verify finds one flipped byte anywhere in a head (every lane and the
- * tail of a 16 KiB + 5 head). */
+ * the same bytes as the scalar path for big heads (unaligned, and aligned:
+ * the streaming-store path), and verify finds one flipped byte anywhere in
+ * a head (every lane and the tail of a 16 KiB + 5 head; 8-byte heads). */
 Test(kv_data, bytes_and_hashes_are_frozen) {
     kv_simd best = kv_simd_best();
     static uint8_t b[2 * 16389];
-    static _Alignas(64) uint8_t a[2 * 16384]; /* aligned 16 KiB heads: the streaming-store path */
-    uint64_t big_scalar = 0, aligned_scalar = 0;
+    static _Alignas(64) uint8_t a[2 * 16384];
+    uint64_t odd_scalar = 0, aligned_scalar = 0;
     for (int pi = KV_SIMD_SCALAR; pi <= (int)best; pi++) {
         kv_simd p = (kv_simd)pi;
         cr_assert_eq(kv_simd_force(p), p);
         uint64_t h = frozen_digest();
         cr_assert_eq(h, 0x77b076bac4b9ab16ull, "path %d: got 0x%016llx", (int)p, (unsigned long long)h);
-        kv_tokens t = {.token_seed = 99, .prefix_group = 1, .prefix_len = 20};
-        kv_fill_block(b, &t, 2, 16, 200, 3, 1, 3, 16389);
-        uint64_t big = 0;
-        for (uint32_t i = 0; i < sizeof b; i++) big = kv_mix64(big ^ b[i]);
-        if (p == KV_SIMD_SCALAR) big_scalar = big;
-        cr_assert_eq(big, big_scalar, "path %d: two 16 KiB + 5 heads differ from the scalar path", (int)p);
-        cr_assert(kv_verify_block(b, &t, 2, 16, 200, 3, 1, 3, 16389), "path %d", (int)p);
-        kv_fill_block(a, &t, 3, 16, 200, 1, 2, 4, 16384);
-        uint64_t ah = 0;
-        for (uint32_t i = 0; i < sizeof a; i++) ah = kv_mix64(ah ^ a[i]);
-        if (p == KV_SIMD_SCALAR) aligned_scalar = ah;
-        cr_assert_eq(ah, aligned_scalar, "path %d: two aligned 16 KiB heads differ from the scalar path", (int)p);
-        cr_assert(kv_verify_block(a, &t, 3, 16, 200, 1, 2, 4, 16384), "path %d", (int)p);
+        fill_as_scalar(a, 3, 1, 16384, p, &aligned_scalar);
         a[20000] ^= 4;
-        cr_assert(!kv_verify_block(a, &t, 3, 16, 200, 1, 2, 4, 16384), "path %d: aligned heads, byte 20000", (int)p);
+        cr_assert(!kv_verify_block(a, &big_tokens, 3, 16, 200, 1, 1, 3, 16384), "path %d: aligned heads, byte 20000",
+                  (int)p);
+        fill_as_scalar(b, 2, 3, 16389, p, &odd_scalar);
         /* word lanes 0..7 of the first runs, the middle, the last word, the
-         * 5-byte tail; head 0 is [0, 16389), head 1 [16389, 32778) */
+         * 5-byte tail; head 1 is [0, 16389), head 2 [16389, 32778) */
         static const uint32_t flips[] = {0,     1,     8,     16,    24,    31,    32,    40,    56,    63,
                                          8000,  16376, 16383, 16384, 16388, 16389, 16397, 16421, 24001, 32765,
                                          32772, 32773, 32777};
         for (uint32_t i = 0; i < sizeof flips / sizeof flips[0]; i++) {
             uint32_t at = flips[i];
             b[at] ^= 0x10;
-            cr_assert(!kv_verify_block(b, &t, 2, 16, 200, 3, 1, 3, 16389), "path %d: byte %u flipped", (int)p, at);
+            cr_assert(!kv_verify_block(b, &big_tokens, 2, 16, 200, 3, 1, 3, 16389), "path %d: byte %u flipped", (int)p,
+                      at);
             b[at] ^= 0x10;
         }
-        kv_fill_block(b, &t, 1, 16, 200, 2, 0, 4, 8); /* one word per head (the simulator's) */
+        kv_fill_block(b, &big_tokens, 1, 16, 200, 2, 0, 4, 8); /* one word per head (the simulator's) */
         for (uint32_t at = 0; at < 32; at += 5) {
-            cr_assert(kv_verify_block(b, &t, 1, 16, 200, 2, 0, 4, 8), "path %d", (int)p);
+            cr_assert(kv_verify_block(b, &big_tokens, 1, 16, 200, 2, 0, 4, 8), "path %d", (int)p);
             b[at] ^= 1;
-            cr_assert(!kv_verify_block(b, &t, 1, 16, 200, 2, 0, 4, 8), "path %d: byte %u of 8-byte heads", (int)p, at);
+            cr_assert(!kv_verify_block(b, &big_tokens, 1, 16, 200, 2, 0, 4, 8), "path %d: byte %u of 8-byte heads",
+                      (int)p, at);
             b[at] ^= 1;
         }
     }
