@@ -148,7 +148,6 @@ __attribute__((target("avx2"))) static inline __m256i mix4(__m256i x) {
     return _mm256_xor_si256(x, _mm256_srli_epi64(x, 31));
 }
 
-/* kv_mix64 on four words at once: words [0, nw & ~3) of one head. */
 /* Heads this large (and 32-byte aligned) are filled with streaming stores
  * and verified with reads prefetched ahead: at kvnode's sizes the bytes are
  * not in cache either way (P's blocks go to the NIC's copy later, D's came

@@ -81,8 +81,9 @@ uint64_t kv_block_digest_grow(const kv_tokens *t, uint32_t pos, uint32_t block_s
                               kv_digest_run *run, bool valid);
 /* Gives the memo position pos's digest, computed elsewhere. */
 void kv_digest_memo_put(kv_digest_memo *m, uint32_t pos, uint64_t digest);
-/* The vector paths of the block bytes and token ids, each giving the same
- * values: chosen once per process from what the CPU has. Tests force each
+/* The vector paths of the block bytes (and, with AVX-512, of token ids),
+ * each giving the same values: chosen once per process from what the CPU
+ * has. Tests force each
  * one to compare them; kv_simd_force returns the path it set (never one the
  * CPU lacks). */
 typedef enum kv_simd { KV_SIMD_SCALAR, KV_SIMD_AVX2, KV_SIMD_AVX512 } kv_simd;
