@@ -361,10 +361,10 @@ Test(p2p, peer_hang_of_p_fails_loads_by_the_receive_timeout) {
     cr_assert_lt(first_error_ns(), 40000000ull, "a crash that resets fails them sooner");
 }
 
-/* D dies silently while P holds blocks for its pulls: P's writes to it
- * never complete before their deadlines, and what D never pulled P lets go
- * of by its abort timeout; P's pool is clean at the end and each hold ended
- * once. The host is back at 54.2 ms with a new D that serves 10..12. */
+/* D dies silently at 4.2 ms while P holds blocks for its pulls, and nothing
+ * tells P until the host is back at 54.2 ms (P's abort timeout is 30 ms):
+ * each of P's holds still ends once, its pool is clean at the end, and the
+ * new D serves 10..12. */
 Test(p2p, peer_hang_of_d_releases_blocks_p_held_for_it) {
     hang_plan(1, 50);
     C.abort_timeout_ns = 30000000;
