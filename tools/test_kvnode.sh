@@ -12,6 +12,9 @@
 #  3. SIGKILL of P in the middle of transfers: D reports load errors for the
 #     affected requests, fails them (policy fail), frees every block and does
 #     not hang; the proxy reports the failed requests and P as unreachable;
+#     3b. SIGSTOP of P for longer than D's receive timeout, then SIGCONT: D
+#     fails the pulls it gave up on, the thawed P's late answers corrupt no
+#     block (no violation), every request ends, both pools clean;
 #  4. two P and two D engines (five processes): the proxy spreads the
 #     requests round-robin over both P and both D (every engine finishes
 #     half of them), every request ok, each D verified every block it
@@ -134,6 +137,32 @@ j=$tmp/kill.json
 check_clean kill 1
 grep -q "unreachable" "$tmp/kill.proxy.out" || fail "kill: proxy did not report P unreachable"
 echo "  SIGKILL of P at $((N / 5))+ done: $(jget "$j" "d['error']") requests failed with $(jget "$j" "d['engines'][1]['load_errors']") load errors on D, D pool clean, no hang"
+# ---- 3b: P frozen (SIGSTOP) longer than D's receive timeout, then thawed ----------------
+# A stalled process, not a dead one: its connections stay up and its kernel
+# keeps D's pulls. D gives up on them by its receive timeout, revokes the
+# pulls' region grants, fails those requests and reuses their blocks; the
+# thawed P then answers stale pulls, and its late WRITEs must not land in
+# blocks D has given to others (D verifies every block: no violation).
+NF=$(( N < 400 ? N : 400 ))
+start freeze "--requests $NF --window 16 --stall-ms 60000" "--step-us 300 --recv-timeout-ms 1000 --abort-timeout-ms 2000"
+frozen=0
+for _ in $(seq 3000); do # up to 60 s: a TSan build does about 7 requests/s
+  d=$(grep -o "progress [0-9]*" "$tmp/freeze.proxy.err" 2>/dev/null | tail -1 | awk '{print $2}')
+  if [ "${d:-0}" -ge $((NF / 4)) ]; then kill -STOP "$PP"; frozen=1; break; fi
+  kill -0 "$PX" 2>/dev/null || break
+  sleep 0.02
+done
+[ $frozen = 1 ] || fail "freeze: the run ended before P could be stopped"
+sleep 2.5
+kill -CONT "$PP"
+finish freeze
+j=$tmp/freeze.json
+[ "$(jget "$j" "d['pending']")" = 0 ] || fail "freeze: requests without an outcome"
+[ "$(jget "$j" "d['ok'] + d['error'] + d['aborted']")" = "$NF" ] || fail "freeze: outcomes do not add up"
+[ "$(jget "$j" "d['engines'][1]['load_errors'] > 0")" = True ] || fail "freeze: D reported no load error"
+check_clean freeze 0; check_clean freeze 1
+echo "  SIGSTOP of P for 2.5 s at $((NF / 4))+ done (D's receive timeout 1 s), then SIGCONT: $(jget "$j" "d['error']") requests failed with $(jget "$j" "d['engines'][1]['load_errors']") load errors on D, $(jget "$j" "d['ok']") ok, no violation, both pools clean"
+
 # ---- 4: two P + two D engines, round-robin --------------------------------------------
 NM=$(( N < 400 ? N : 400 ))
 rm -f "$tmp/multi.port"
