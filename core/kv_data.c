@@ -162,31 +162,23 @@ __attribute__((target("avx2"))) static uint64_t head_words_avx2(uint8_t *out, co
     const __m256i step = _mm256_set1_epi64x(4);
     __m256i k = _mm256_set_epi64x(3, 2, 1, 0), kk = _mm256_set1_epi64x((long long)key);
     __m256i diff = _mm256_setzero_si256();
-    bool big = nw >= KV_STREAM_MIN_WORDS;
-    if (have && big) {
+    bool big = nw >= KV_STREAM_MIN_WORDS; /* invariant tests: the compiler unswitches these loops */
+    if (have) {
         for (uint32_t i = 0; i + 4u <= nw; i += 4u) {
-            _mm_prefetch((const char *)(have + 8u * i + KV_PREFETCH_AHEAD), _MM_HINT_T0);
+            if (big) _mm_prefetch((const char *)(have + 8u * i + KV_PREFETCH_AHEAD), _MM_HINT_T0);
             __m256i x = mix4(_mm256_xor_si256(kk, k));
             diff = _mm256_or_si256(diff, _mm256_xor_si256(x, _mm256_loadu_si256((const void *)(have + 8u * i))));
             k = _mm256_add_epi64(k, step);
         }
-    } else if (have) {
-        for (uint32_t i = 0; i + 4u <= nw; i += 4u) {
-            __m256i x = mix4(_mm256_xor_si256(kk, k));
-            diff = _mm256_or_si256(diff, _mm256_xor_si256(x, _mm256_loadu_si256((const void *)(have + 8u * i))));
-            k = _mm256_add_epi64(k, step);
-        }
-    } else if (big && ((uintptr_t)out & 31u) == 0) {
-        for (uint32_t i = 0; i + 4u <= nw; i += 4u) {
-            _mm256_stream_si256((__m256i *)(void *)(out + 8u * i), mix4(_mm256_xor_si256(kk, k)));
-            k = _mm256_add_epi64(k, step);
-        }
-        _mm_sfence(); /* streaming stores are weakly ordered: visible before the caller hands the block on */
     } else {
+        bool stream = big && ((uintptr_t)out & 31u) == 0;
         for (uint32_t i = 0; i + 4u <= nw; i += 4u) {
-            _mm256_storeu_si256((void *)(out + 8u * i), mix4(_mm256_xor_si256(kk, k)));
+            __m256i x = mix4(_mm256_xor_si256(kk, k));
+            if (stream) _mm256_stream_si256((__m256i *)(void *)(out + 8u * i), x);
+            else _mm256_storeu_si256((void *)(out + 8u * i), x);
             k = _mm256_add_epi64(k, step);
         }
+        if (stream) _mm_sfence(); /* streaming stores are weakly ordered: visible before the caller hands the block on */
     }
     return !_mm256_testz_si256(diff, diff);
 }

@@ -346,6 +346,11 @@ static void post_engine(sim_world *w, uint32_t kind, uint32_t engine, uint32_t s
     kv_rt_post(sim_rt_iface(w->rt), w->proxy->actor, kind, &m, sizeof m);
 }
 
+/* A fault on each transport node of engine e (one per TP rank). */
+static void on_nodes(sim_world *w, const kv_engine *e, void (*fault)(sim_net *, uint32_t)) {
+    for (uint32_t r = 0; r < e->cfg.tp; r++) fault(w->net, e->cfg.node + 1 + r);
+}
+
 /* The process of engine i dies: its actors never run again (their mail is
  * dropped), its transport nodes crash (in-flight traffic lost, peers get
  * PEER_DOWN), its KV memory is gone with it (the checker stops looking at
@@ -365,10 +370,7 @@ static void crash_engine(sim_world *w, uint32_t i, uint32_t restart_ms, bool sil
     if (!held) w->res->fault_phase[kind][KV_PH_DONE]++;
     for (uint32_t a = 0; a < sim_rt_actor_count(w->rt); a++)
         if (sim_rt_actor_node(w->rt, a) == e->cfg.node) sim_rt_kill(w->rt, a);
-    for (uint32_t r = 0; r < e->cfg.tp; r++) {
-        if (silent) sim_net_fault_hang(w->net, e->cfg.node + 1 + r);
-        else sim_net_fault_crash(w->net, e->cfg.node + 1 + r);
-    }
+    on_nodes(w, e, silent ? sim_net_fault_hang : sim_net_fault_crash);
     w->down[i] = true;
     if (!silent) post_engine(w, KV_M_PROXY_ENGINE_DOWN, i, KV_ACTOR_NONE);
     uint64_t at = sim_rt_now(w->rt) + (uint64_t)restart_ms * 1000000ull;
@@ -392,11 +394,11 @@ static void restart_engine(sim_world *w, uint32_t i, bool silent) {
     bool room = sim_rt_actor_count(w->rt) + w->n_actors_of[i] <= SIM_ACTORS_MAX;
     kv_engine *dead = w->eng[i];
     if (silent) {
-        for (uint32_t r = 0; r < dead->cfg.tp; r++) sim_net_fault_crash(w->net, dead->cfg.node + 1 + r);
+        on_nodes(w, dead, sim_net_fault_crash);
         post_engine(w, KV_M_PROXY_ENGINE_DOWN, i, KV_ACTOR_NONE);
     }
     if (room) {
-        for (uint32_t r = 0; r < dead->cfg.tp; r++) sim_net_fault_restart(w->net, dead->cfg.node + 1 + r);
+        on_nodes(w, dead, sim_net_fault_restart);
         room = start_engine(w, i) == KV_OK;
     }
     if (w->trace)
