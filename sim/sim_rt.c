@@ -385,6 +385,7 @@ bool sim_rt_run_one(sim_rt *rt) {
     a->head = ring_wrap(a, a->head + used); /* used <= a->used <= cap */
     a->used -= used;
     if (--a->n_msgs == 0) {
+        a->head = 0; /* empty: the next message starts at the ring's (cache-warm) front */
         rt->runnable[id / 64u] &= ~(1ull << (id % 64u));
         rt->n_runnable--;
     }
