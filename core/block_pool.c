@@ -330,101 +330,101 @@ void kv_pool_report_get(const kv_block_pool *p, kv_pool_report *out) {
                             .inflight = p->n_tag[KV_BT_INFLIGHT]};
 }
 
-static bool check_fail(const kv_block_pool *p, const char *what, uint32_t id) {
+static bool pool_check_fail(const kv_block_pool *p, const char *what, uint32_t id) {
     kv_violate(p->env, KV_INV_CONSERVE, p->engine, KV_REQ_NONE,
                "engine %u group %u block %u: pool check: %s", p->engine, p->group, id, what);
     return false;
 }
 
 /* Head to tail: a simple path of free blocks with consistent back links. */
-static bool check_forward(const kv_block_pool *p) {
+static bool pool_check_forward(const kv_block_pool *p) {
     uint32_t prev = 0, n = 0;
     for (uint32_t id = p->head; id != 0; id = p->meta[id].next) {
-        if (id >= p->capacity) return check_fail(p, "free-list link out of range", id);
-        if (++n > p->n_free) return check_fail(p, "free list longer than n_free", id);
-        if (p->meta[id].prev != prev) return check_fail(p, "free-list prev link broken", id);
-        if (!p->meta[id].on_free) return check_fail(p, "on free list without on_free", id);
-        if (p->meta[id].ref_cnt != 0) return check_fail(p, "on free list with ref_cnt", id);
+        if (id >= p->capacity) return pool_check_fail(p, "free-list link out of range", id);
+        if (++n > p->n_free) return pool_check_fail(p, "free list longer than n_free", id);
+        if (p->meta[id].prev != prev) return pool_check_fail(p, "free-list prev link broken", id);
+        if (!p->meta[id].on_free) return pool_check_fail(p, "on free list without on_free", id);
+        if (p->meta[id].ref_cnt != 0) return pool_check_fail(p, "on free list with ref_cnt", id);
         prev = id;
     }
-    if (prev != p->tail) return check_fail(p, "free-list tail mismatch", prev);
-    if (n != p->n_free) return check_fail(p, "free list shorter than n_free", prev);
+    if (prev != p->tail) return pool_check_fail(p, "free-list tail mismatch", prev);
+    if (n != p->n_free) return pool_check_fail(p, "free list shorter than n_free", prev);
     return true;
 }
 
-static bool check_backward(const kv_block_pool *p) {
+static bool pool_check_backward(const kv_block_pool *p) {
     uint32_t next = 0, n = 0;
     for (uint32_t id = p->tail; id != 0; id = p->meta[id].prev) {
-        if (id >= p->capacity) return check_fail(p, "free-list link out of range", id);
-        if (++n > p->n_free) return check_fail(p, "free list (backward) longer than n_free", id);
-        if (p->meta[id].next != next) return check_fail(p, "free-list next link broken", id);
+        if (id >= p->capacity) return pool_check_fail(p, "free-list link out of range", id);
+        if (++n > p->n_free) return pool_check_fail(p, "free list (backward) longer than n_free", id);
+        if (p->meta[id].next != next) return pool_check_fail(p, "free-list next link broken", id);
         next = id;
     }
-    if (next != p->head) return check_fail(p, "free-list head mismatch", next);
-    if (n != p->n_free) return check_fail(p, "free list (backward) shorter than n_free", next);
+    if (next != p->head) return pool_check_fail(p, "free-list head mismatch", next);
+    if (n != p->n_free) return pool_check_fail(p, "free list (backward) shorter than n_free", next);
     return true;
 }
 
-static bool check_block(const kv_block_pool *p, uint32_t id) {
+static bool pool_check_block(const kv_block_pool *p, uint32_t id) {
     const kv_block_meta *m = &p->meta[id];
-    if (m->on_free > 1) return check_fail(p, "bad on_free flag", id);
+    if (m->on_free > 1) return pool_check_fail(p, "bad on_free flag", id);
     if ((m->ref_cnt == 0) != (m->on_free == 1))
-        return check_fail(p, "ref_cnt == 0 differs from on free list", id);
-    if (!m->on_free && m->tag > KV_BT_INFLIGHT) return check_fail(p, "bad tag", id);
-    if (!m->on_free && (m->prev || m->next)) return check_fail(p, "held block with links", id);
+        return pool_check_fail(p, "ref_cnt == 0 differs from on free list", id);
+    if (!m->on_free && m->tag > KV_BT_INFLIGHT) return pool_check_fail(p, "bad tag", id);
+    if (!m->on_free && (m->prev || m->next)) return pool_check_fail(p, "held block with links", id);
     if (m->hash && kv_pool_lookup(p, m->hash) != id)
-        return check_fail(p, "block hash not indexed to this block", id);
+        return pool_check_fail(p, "block hash not indexed to this block", id);
     return true;
 }
 
 /* One pass over the blocks: each block's own state, its index entry, and
  * the accounting recounted (the scan must equal the counters). */
-static bool check_blocks(const kv_block_pool *p) {
+static bool pool_check_blocks(const kv_block_pool *p) {
     const kv_block_meta *z = &p->meta[0];
     if (z->ref_cnt || z->on_free || z->hash || z->prev || z->next)
-        return check_fail(p, "null block in use", 0);
+        return pool_check_fail(p, "null block in use", 0);
     uint32_t on_free = 0, hashed = 0;
     kv_pool_report r = {.capacity = p->capacity - 1u}, c;
     for (uint32_t id = 1; id < p->capacity; id++) {
-        if (!check_block(p, id)) return false;
+        if (!pool_check_block(p, id)) return false;
         on_free += p->meta[id].on_free;
         hashed += p->meta[id].hash != 0;
         report_add(&r, &p->meta[id]);
     }
-    if (on_free != p->n_free) return check_fail(p, "on_free count differs from n_free", 0);
-    if (hashed != p->n_cached_index) return check_fail(p, "hashed blocks differ from index", 0);
+    if (on_free != p->n_free) return pool_check_fail(p, "on_free count differs from n_free", 0);
+    if (hashed != p->n_cached_index) return pool_check_fail(p, "hashed blocks differ from index", 0);
     kv_pool_report_get(p, &c);
-    if (memcmp(&r, &c, sizeof r) != 0) return check_fail(p, "counted accounting differs from a scan", 0);
+    if (memcmp(&r, &c, sizeof r) != 0) return pool_check_fail(p, "counted accounting differs from a scan", 0);
     uint32_t sum = r.free + r.cached + r.owned + r.pinned + r.inflight;
-    if (sum != r.capacity) return check_fail(p, "report does not sum to capacity - 1", 0);
-    if (r.free + r.cached != p->n_free) return check_fail(p, "report free differs from n_free", 0);
+    if (sum != r.capacity) return pool_check_fail(p, "report does not sum to capacity - 1", 0);
+    if (r.free + r.cached != p->n_free) return pool_check_fail(p, "report free differs from n_free", 0);
     return true;
 }
 
 /* The index side: every entry points in range at a block with that hash,
- * and there are exactly n_cached_index of them. With check_blocks (each
+ * and there are exactly n_cached_index of them. With pool_check_blocks (each
  * hashed block is found by a lookup of its hash, and there are
  * n_cached_index hashed blocks) that makes entries and hashed blocks one to
  * one, so no entry is unreachable or stale. */
-static bool check_index(const kv_block_pool *p) {
+static bool pool_check_index(const kv_block_pool *p) {
     uint32_t n = 0;
     for (uint32_t s = 0; s < p->index_cap; s++) {
         uint64_t h = p->index_hash[s];
         if (h == 0) continue;
         n++;
         uint32_t id = p->index_block[s];
-        if (!id_in_range(p, id)) return check_fail(p, "index entry points out of range", id);
-        if (p->meta[id].hash != h) return check_fail(p, "index entry hash mismatch", id);
+        if (!id_in_range(p, id)) return pool_check_fail(p, "index entry points out of range", id);
+        if (p->meta[id].hash != h) return pool_check_fail(p, "index entry hash mismatch", id);
     }
-    if (n != p->n_cached_index) return check_fail(p, "n_cached_index differs from index", 0);
+    if (n != p->n_cached_index) return pool_check_fail(p, "n_cached_index differs from index", 0);
     return true;
 }
 
 bool kv_pool_check(const kv_block_pool *p) {
     if (!p->env) return false; /* never initialised: nobody to report to */
-    if (!p->meta || p->capacity == 0) return check_fail(p, "pool not initialised", 0);
+    if (!p->meta || p->capacity == 0) return pool_check_fail(p, "pool not initialised", 0);
     if (p->index_cap < 2u * p->capacity || (p->index_cap & (p->index_cap - 1u)) != 0)
-        return check_fail(p, "index_cap not a power of two >= 2 * capacity", 0);
-    if (p->n_free >= p->capacity) return check_fail(p, "n_free exceeds usable blocks", 0);
-    return check_forward(p) && check_backward(p) && check_blocks(p) && check_index(p);
+        return pool_check_fail(p, "index_cap not a power of two >= 2 * capacity", 0);
+    if (p->n_free >= p->capacity) return pool_check_fail(p, "n_free exceeds usable blocks", 0);
+    return pool_check_forward(p) && pool_check_backward(p) && pool_check_blocks(p) && pool_check_index(p);
 }
