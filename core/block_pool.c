@@ -336,7 +336,10 @@ static bool pool_check_fail(const kv_block_pool *p, const char *what, uint32_t i
     return false;
 }
 
-/* Head to tail: a simple path of free blocks with consistent back links. */
+/* Head to tail: a simple path of free blocks with consistent back links.
+ * One walk is enough: each block's prev is checked against the block before
+ * it, the path ends at tail and holds n_free blocks, so the walk back from
+ * tail over prev is this path reversed, its next links the ones walked. */
 static bool pool_check_forward(const kv_block_pool *p) {
     uint32_t prev = 0, n = 0;
     for (uint32_t id = p->head; id != 0; id = p->meta[id].next) {
@@ -349,19 +352,6 @@ static bool pool_check_forward(const kv_block_pool *p) {
     }
     if (prev != p->tail) return pool_check_fail(p, "free-list tail mismatch", prev);
     if (n != p->n_free) return pool_check_fail(p, "free list shorter than n_free", prev);
-    return true;
-}
-
-static bool pool_check_backward(const kv_block_pool *p) {
-    uint32_t next = 0, n = 0;
-    for (uint32_t id = p->tail; id != 0; id = p->meta[id].prev) {
-        if (id >= p->capacity) return pool_check_fail(p, "free-list link out of range", id);
-        if (++n > p->n_free) return pool_check_fail(p, "free list (backward) longer than n_free", id);
-        if (p->meta[id].next != next) return pool_check_fail(p, "free-list next link broken", id);
-        next = id;
-    }
-    if (next != p->head) return pool_check_fail(p, "free-list head mismatch", next);
-    if (n != p->n_free) return pool_check_fail(p, "free list (backward) shorter than n_free", next);
     return true;
 }
 
@@ -426,5 +416,5 @@ bool kv_pool_check(const kv_block_pool *p) {
     if (p->index_cap < 2u * p->capacity || (p->index_cap & (p->index_cap - 1u)) != 0)
         return pool_check_fail(p, "index_cap not a power of two >= 2 * capacity", 0);
     if (p->n_free >= p->capacity) return pool_check_fail(p, "n_free exceeds usable blocks", 0);
-    return pool_check_forward(p) && pool_check_backward(p) && pool_check_blocks(p) && pool_check_index(p);
+    return pool_check_forward(p) && pool_check_blocks(p) && pool_check_index(p);
 }
