@@ -138,6 +138,11 @@ bool kv_id_list_remove(kv_id_list *l, uint32_t id) {
     return false;
 }
 
+void kv_id_list_copy(kv_id_list *to, const kv_id_list *from) {
+    to->n = from->n < KV_ENGINE_REQS_MAX ? from->n : KV_ENGINE_REQS_MAX;
+    memcpy(to->id, from->id, to->n * sizeof to->id[0]);
+}
+
 void kv_id_list_move(kv_id_list *to, kv_id_list *from) {
     for (uint32_t i = 0; i < from->n; i++) kv_id_list_add(to, from->id[i]);
     from->n = 0;

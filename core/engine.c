@@ -488,8 +488,11 @@ static bool release_a_holder(kv_engine *e) {
 }
 
 static void sched_step(kv_engine *e) {
+    /* Lists are read up to their n only: set the counts and copy the used
+     * ids, not the whole 1.5 KiB (a memset and three whole-list copies per
+     * step were a third of this function's time). */
     kv_sched_output so;
-    memset(&so, 0, sizeof so);
+    so.new_reqs.n = so.cached_reqs.n = so.resumed_reqs.n = 0;
     e->step.n_reqs = 0;
     e->step.step_no++;
     uint32_t budget = e->cfg.max_batched_tokens;
@@ -500,10 +503,10 @@ static void sched_step(kv_engine *e) {
      * and still scheduled nothing would otherwise be the engine's last) */
     while (!e->step.n_reqs && release_a_holder(e)) schedule_waiting(e, &so, &budget);
     fill_step_blocks(e);
-    so.finished_reqs = e->finished_since_step;
-    so.preempted_reqs = e->preempted_since_step;
+    kv_id_list_copy(&so.finished_reqs, &e->finished_since_step);
+    kv_id_list_copy(&so.preempted_reqs, &e->preempted_since_step);
     for (uint32_t i = 0; i < e->step.n_reqs; i++) so.num_scheduled[i] = e->step.req[i].num_scheduled;
-    e->step.finished = e->finished_since_step;
+    kv_id_list_copy(&e->step.finished, &e->finished_since_step);
     e->finished_since_step.n = 0;
     e->preempted_since_step.n = 0;
     e->step.conn_meta = e->conn.ops->build_connector_meta(e->conn.self, &so);

@@ -61,6 +61,8 @@ typedef struct kv_id_list {
 bool kv_id_list_has(const kv_id_list *l, uint32_t id);
 /* Appends unless present; false when full. */
 bool kv_id_list_add(kv_id_list *l, uint32_t id);
+/* to = from, copying only the ids in use. */
+void kv_id_list_copy(kv_id_list *to, const kv_id_list *from);
 bool kv_id_list_remove(kv_id_list *l, uint32_t id);
 /* Adds every id of `from` to `to` (a union), then empties `from`. */
 void kv_id_list_move(kv_id_list *to, kv_id_list *from);
