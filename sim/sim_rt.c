@@ -55,6 +55,7 @@ struct sim_rt {
     /* FIFO per (source node, destination actor) for cross-node posts:
      * delivery time never goes backwards on one pair. */
     uint64_t pair_last_ns[KV_ENGINES_MAX * (KV_TP_MAX + 1) + 8][SIM_ACTORS_MAX];
+    uint32_t pair_rows, pair_cols; /* the corner of pair_last_ns this run wrote: what reset clears */
     /* Pending events: a heap of 16-byte keys (time, then sequence
      * number with the event's pool slot in its low bits) over a pool of
      * events, so sifting moves keys, not 80-byte events. */
@@ -261,6 +262,8 @@ static kv_status rt_post(kv_rt *iface, uint32_t to, uint32_t kind, const void *p
     uint64_t lat = rt->cfg.lat_min_ns;
     if (span) lat += (uint64_t)sim_choice_below(rt->choice, 16) * span / 15u;
     uint64_t at = rt->now_ns + lat;
+    if (src_node >= rt->pair_rows) rt->pair_rows = src_node + 1u;
+    if (to >= rt->pair_cols) rt->pair_cols = to + 1u;
     uint64_t *last = &rt->pair_last_ns[src_node][to];
     if (at < *last) at = *last;
     *last = at;
@@ -325,7 +328,8 @@ void sim_rt_reset(sim_rt *rt, sim_choice *choice) {
     rt->now_ns = 0;
     rt->current = KV_ACTOR_NONE;
     rt->n_actors = 0; /* rings stay allocated; spawn sets each one's bound */
-    memset(rt->pair_last_ns, 0, sizeof rt->pair_last_ns);
+    for (uint32_t r = 0; r < rt->pair_rows; r++) memset(rt->pair_last_ns[r], 0, rt->pair_cols * sizeof(uint64_t));
+    rt->pair_rows = rt->pair_cols = 0;
     rt->n_events = 0;
     rt->n_free = rt->slots_used = 0;
     rt->seq = 0;

@@ -233,18 +233,19 @@ static void store_handle(void *self, const kv_msg *m) {
 
 kv_status sim_store_new(const kv_env *env, kv_rt *rt, kvt *t, uint32_t node, uint32_t capacity, sim_store **out) {
     if (!capacity || capacity > SIM_STORE_CAPACITY_MAX) return KV_EINVAL;
-    sim_store *s = kv_alloc(env, sizeof *s);
+    sim_store *s = kv_alloc(env, sizeof *s); /* zeroed */
     if (!s) return KV_ENOMEM;
-    memset(s, 0, sizeof *s);
     s->env = env;
     s->rt = rt;
     s->t = t;
     s->capacity = capacity;
     s->index_size = 1;
     while (s->index_size < 2 * capacity) s->index_size <<= 1;
-    s->entry = kv_alloc(env, (size_t)capacity * sizeof *s->entry);
-    s->index = kv_alloc(env, (size_t)s->index_size * sizeof *s->index);
-    s->free_slot = kv_alloc(env, (size_t)capacity * sizeof *s->free_slot);
+    /* scratch: an entry is written whole when put_key takes it from
+     * free_slot, which is filled below, as the index is */
+    s->entry = kv_alloc_scratch(env, (size_t)capacity * sizeof *s->entry);
+    s->index = kv_alloc_scratch(env, (size_t)s->index_size * sizeof *s->index);
+    s->free_slot = kv_alloc_scratch(env, (size_t)capacity * sizeof *s->free_slot);
     s->msg = kv_alloc_scratch(env, sizeof *s->msg);
     s->buf = kv_alloc_scratch(env, KV_WIRE_MAX);
     if (!s->entry || !s->index || !s->free_slot || !s->msg || !s->buf) return KV_ENOMEM;

@@ -274,7 +274,7 @@ static kv_status build(sim_world *w) {
         c->n_faults > SIM_FAULTS_MAX)
         return KV_EINVAL;
     kv_rt *rt = sim_rt_iface(w->rt);
-    kv_status st = kv_proxy_new(&w->env, rt, 0, SIM_REQS_MAX, &w->proxy);
+    kv_status st = kv_proxy_new(&w->env, rt, 0, c->n_reqs ? c->n_reqs : 1u, &w->proxy); /* ids are 0..n_reqs-1 */
     if (st == KV_OK) st = kv_bootstrap_new(&w->env, rt, 0, &w->boot);
     if (st != KV_OK) return st;
     snprintf(w->proxy->bootstrap_addr.s, sizeof w->proxy->bootstrap_addr.s, "sim-bootstrap:8998");
