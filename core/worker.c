@@ -47,7 +47,7 @@ static void on_execute(kv_worker *w, const kv_m_execute *x) {
     ops->start_load_kv(w->conn.self);
     forward(w, st);
     ops->wait_for_save(w->conn.self);
-    kv_m_step_result *res = &w->result;
+    kv_m_step_result *res = w->result;
     res->rank = w->rank;
     res->step_no = st->step_no;
     kv_conn_output_clear(&res->out);
@@ -93,7 +93,9 @@ kv_status kv_worker_new(kv_engine *e, uint32_t rank, kvt *t, kv_conn_kind kind, 
     w->owner = (kv_owner){.actor = w->main_actor, .what = "worker main"};
     w->mem = e->cfg.kvmem.ops ? e->cfg.kvmem.ops : &kv_kvmem_host;
     w->scratch = st == KV_OK ? kv_alloc_scratch(e->env, w->block_bytes) : NULL;
-    if (st == KV_OK && !w->scratch) st = KV_ENOMEM;
+    w->result = st == KV_OK ? kv_alloc_scratch(e->env, sizeof *w->result) : NULL;
+    w->result_buf = st == KV_OK ? kv_alloc_scratch(e->env, KV_STEP_RESULT_PACKED_MAX) : NULL;
+    if (st == KV_OK && (!w->scratch || !w->result || !w->result_buf)) st = KV_ENOMEM;
     for (uint32_t g = 0; g < e->cfg.n_groups && st == KV_OK; g++) {
         uint64_t bytes = (uint64_t)w->capacity * w->block_bytes;
         kv_kvmem_group mg = {.group = g, .blocks = w->capacity, .block_bytes = w->block_bytes,
@@ -132,6 +134,8 @@ void kv_worker_free(kv_worker *w) {
     kv_conn_worker_free(w, &w->conn);
     for (uint32_t g = 0; g < KV_GROUPS_MAX; g++)
         if (w->memh[g]) w->mem->close(w->cfg.kvmem.ctx, w->env, w->memh[g]);
+    kv_release(w->env, w->result_buf);
+    kv_release(w->env, w->result);
     kv_release(w->env, w->scratch);
     kv_release(w->env, w);
 }

@@ -41,8 +41,10 @@ struct kv_worker {
     kvt_region region[KV_GROUPS_MAX];
     kv_conn_worker conn;         /* the connector's worker half */
     kv_worker_tail tail[KV_WORKER_TAILS]; /* by request id mod KV_WORKER_TAILS */
-    kv_m_step_result result;     /* this step's reply, built in place */
-    uint8_t result_buf[KV_STEP_RESULT_PACKED_MAX]; /* ... and packed to be posted */
+    /* Scratch (env): every step writes them before reading (the lists'
+     * counts cleared, then filled; packed from those): */
+    kv_m_step_result *result;    /* this step's reply, built in place */
+    uint8_t *result_buf;         /* [KV_STEP_RESULT_PACKED_MAX]: ... and packed to be posted */
     uint64_t verified_blocks;    /* blocks checked against INV-DATA */
     uint32_t store_lookup_actor; /* rank 0 with a store connector: its lookup actor
                                   * (set at construction, then immutable) */
