@@ -323,13 +323,17 @@ void sim_rt_set_hook(sim_rt *rt, sim_rt_hook hook, void *ctx) {
     rt->hook_ctx = ctx;
 }
 
+void sim_rt_clear_pairs(sim_rt *rt) {
+    for (uint32_t r = 0; r < rt->pair_rows; r++) memset(rt->pair_last_ns[r], 0, rt->pair_cols * sizeof(uint64_t));
+    rt->pair_rows = rt->pair_cols = 0;
+}
+
 void sim_rt_reset(sim_rt *rt, sim_choice *choice) {
     rt->choice = choice;
     rt->now_ns = 0;
     rt->current = KV_ACTOR_NONE;
     rt->n_actors = 0; /* rings stay allocated; spawn sets each one's bound */
-    for (uint32_t r = 0; r < rt->pair_rows; r++) memset(rt->pair_last_ns[r], 0, rt->pair_cols * sizeof(uint64_t));
-    rt->pair_rows = rt->pair_cols = 0;
+    sim_rt_clear_pairs(rt);
     rt->n_events = 0;
     rt->n_free = rt->slots_used = 0;
     rt->seq = 0;

@@ -43,6 +43,10 @@ kv_rt *sim_rt_iface(sim_rt *rt);
 void sim_rt_set_hook(sim_rt *rt, sim_rt_hook hook, void *ctx);
 /* Empties mailboxes, heap and arena; forgets all actors. */
 void sim_rt_reset(sim_rt *rt, sim_choice *choice);
+/* Clears the per-pair delivery clocks this run wrote (reset does it too):
+ * the world calls it as a run ends, so that no reset's work depends on the
+ * run before it. */
+void sim_rt_clear_pairs(sim_rt *rt);
 
 /* The virtual clock (the env's now_ns should return this). */
 uint64_t sim_rt_now(const sim_rt *rt);

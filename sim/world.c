@@ -725,10 +725,12 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
         }
     }
     if (w->store) out->store = *sim_store_get_stats(w->store);
-    /* The network's reset costs what a run used: done now, by this run, so
-     * the next run's reset does the same (no) work whatever came before it
-     * (a loop count carried across inputs is AFL++ instability). */
+    /* The network's reset and the runtime's per-pair clocks cost what a run
+     * used: done now, by this run, so the next run's reset does the same
+     * (no) work whatever came before it (a loop count carried across inputs
+     * is AFL++ instability). */
     sim_net_reset(w->net, NULL);
+    sim_rt_clear_pairs(w->rt);
     return KV_OK;
 }
 
