@@ -55,7 +55,7 @@ struct sim_rt {
     /* FIFO per (source node, destination actor) for cross-node posts:
      * delivery time never goes backwards on one pair. */
     uint64_t pair_last_ns[KV_ENGINES_MAX * (KV_TP_MAX + 1) + 8][SIM_ACTORS_MAX];
-    uint32_t pair_rows, pair_cols; /* the corner of pair_last_ns this run wrote: what reset clears */
+    uint32_t pair_rows, pair_cols; /* the corner of pair_last_ns this run wrote: what sim_rt_clear_pairs clears */
     /* Pending events: a heap of 16-byte keys (time, then sequence
      * number with the event's pool slot in its low bits) over a pool of
      * events, so sifting moves keys, not 80-byte events. */
