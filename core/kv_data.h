@@ -83,9 +83,8 @@ uint64_t kv_block_digest_grow(const kv_tokens *t, uint32_t pos, uint32_t block_s
 void kv_digest_memo_put(kv_digest_memo *m, uint32_t pos, uint64_t digest);
 /* The vector paths of the block bytes (and, with AVX-512, of token ids),
  * each giving the same values: chosen once per process from what the CPU
- * has. Tests force each
- * one to compare them; kv_simd_force returns the path it set (never one the
- * CPU lacks). */
+ * has. Tests force each one to compare them; kv_simd_force returns the path
+ * it set (never one the CPU lacks). */
 typedef enum kv_simd { KV_SIMD_SCALAR, KV_SIMD_AVX2, KV_SIMD_AVX512 } kv_simd;
 kv_simd kv_simd_best(void);
 kv_simd kv_simd_force(kv_simd want);

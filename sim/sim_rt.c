@@ -390,10 +390,10 @@ bool sim_rt_run_one(sim_rt *rt) {
     if (rt->hook) rt->hook(rt->hook_ctx, id, &m);
     rt->current = KV_ACTOR_NONE;
     uint32_t used = (uint32_t)sizeof h + align8(h.len);
-    a->head = ring_wrap(a, a->head + used); /* used <= a->used <= cap */
     a->used -= used;
-    if (--a->n_msgs == 0) {
-        a->head = 0; /* empty: the next message starts at the ring's (cache-warm) front */
+    /* used <= a->used <= cap; empty, the next message starts at the ring's (cache-warm) front */
+    a->head = --a->n_msgs ? ring_wrap(a, a->head + used) : 0;
+    if (a->n_msgs == 0) {
         rt->runnable[id / 64u] &= ~(1ull << (id % 64u));
         rt->n_runnable--;
     }

@@ -299,16 +299,21 @@ static uint64_t item_time(const sim_world *w, uint32_t it) {
     return it < w->cfg->n_reqs ? w->cfg->req[it].at_ns : w->cfg->fault[it - w->cfg->n_reqs].at_ns;
 }
 
+/* Milliseconds until a crashed engine's new process starts: peer_crash arg
+ * (0: at once), peer_hang arg + 1 (the host is never back at once). */
+static uint32_t restart_ms(const sim_fault *f) { return f->kind == SIM_F_PEER_HANG ? f->arg + 1u : f->arg; }
+
 /* When an item's effect is over: a network delay holds messages sent in its
- * 50 ms window back by arg ms, the bootstrap is down for arg ms; the rest
- * act at once. The liveness bound counts from the last of these. */
+ * 50 ms window back by arg ms, the bootstrap is down for arg ms, a crashed
+ * engine is back after restart_ms; the rest act at once. The liveness bound
+ * counts from the last of these. */
 static uint64_t item_end(const sim_world *w, uint32_t it) {
     uint64_t t = item_time(w, it);
     if (it < w->cfg->n_reqs) return t;
     const sim_fault *f = &w->cfg->fault[it - w->cfg->n_reqs];
     if (f->kind == SIM_F_NET_DELAY) return t + 50000000ull + (uint64_t)f->arg * 1000000ull;
-    if (f->kind == SIM_F_BOOT_DOWN || f->kind == SIM_F_PEER_CRASH) return t + (uint64_t)f->arg * 1000000ull;
-    if (f->kind == SIM_F_PEER_HANG) return t + ((uint64_t)f->arg + 1u) * 1000000ull;
+    if (f->kind == SIM_F_BOOT_DOWN) return t + (uint64_t)f->arg * 1000000ull;
+    if (f->kind == SIM_F_PEER_CRASH || f->kind == SIM_F_PEER_HANG) return t + (uint64_t)restart_ms(f) * 1000000ull;
     return t;
 }
 
@@ -466,8 +471,7 @@ static void apply_fault(sim_world *w, const sim_fault *f) {
     case SIM_F_STORE_PRESSURE: post_fault_to_store(w, KV_F_STORE_PRESSURE, f->arg % 8u); break;
     case SIM_F_PEER_CRASH:
     case SIM_F_PEER_HANG:
-        crash_engine(w, f->target % w->n_eng, f->kind == SIM_F_PEER_HANG ? f->arg + 1u : f->arg,
-                     f->kind == SIM_F_PEER_HANG);
+        crash_engine(w, f->target % w->n_eng, restart_ms(f), f->kind == SIM_F_PEER_HANG);
         phase = KV_PH_COUNT; /* counted there */
         break;
     case SIM_F_KIND_COUNT: break;
