@@ -446,13 +446,18 @@ bool fuzz_mutate_scenario(sim_scenario *s, fuzz_mut m, fuzz_rng *r) {
     return false;
 }
 
-static fuzz_mut pick_kind(fuzz_rng *r) {
+static fuzz_mut pick_kind(fuzz_rng *r, const sim_scenario *s) {
     uint32_t x = fuzz_rng_below(r, 100);
+    fuzz_mut k = FUZZ_MUT_REQ_INSERT;
     for (uint32_t m = 0; m < FUZZ_MUT_COUNT; m++) {
-        if (x < weight[m]) return (fuzz_mut)m;
+        if (x < weight[m]) {
+            k = (fuzz_mut)m;
+            break;
+        }
         x -= weight[m];
     }
-    return FUZZ_MUT_REQ_INSERT;
+    if (k == FUZZ_MUT_REQ_INSERT && s->cfg.n_reqs >= FUZZ_REQS_SOFT) k = FUZZ_MUT_REQ_DELETE;
+    return k;
 }
 
 void fuzz_splice_faults(sim_scenario *dst, const sim_scenario *a, const sim_scenario *b, fuzz_rng *r) {
@@ -467,8 +472,8 @@ void fuzz_splice_faults(sim_scenario *dst, const sim_scenario *a, const sim_scen
 /* a's requests up to a cut, then b's from another. */
 static void splice_reqs(sim_scenario *a, const sim_scenario *b, fuzz_rng *r) {
     uint32_t i = fuzz_rng_below(r, a->cfg.n_reqs + 1u), j = fuzz_rng_below(r, b->cfg.n_reqs + 1u);
-    uint32_t n = i;
-    for (uint32_t k = j; k < b->cfg.n_reqs && n < SIM_REQS_MAX; k++) a->cfg.req[n++] = b->cfg.req[k];
+    uint32_t n = i, cap = a->cfg.n_reqs > FUZZ_REQS_SOFT ? a->cfg.n_reqs : FUZZ_REQS_SOFT;
+    for (uint32_t k = j; k < b->cfg.n_reqs && n < cap; k++) a->cfg.req[n++] = b->cfg.req[k];
     a->cfg.n_reqs = n;
 }
 
@@ -551,7 +556,7 @@ size_t fuzz_mutate(fuzz_mutator *m, uint8_t *data, size_t size, size_t max_size,
         uint32_t want = coin(&r, 4) ? 2u + fuzz_rng_below(&r, 3) : 1u;
         for (uint32_t i = 0; i < want; i++)
             for (int t = 0; t < TRIES; t++) {
-                fuzz_mut k = pick_kind(&r);
+                fuzz_mut k = pick_kind(&r, &m->a);
                 if (!fuzz_mutate_scenario(&m->a, k, &r)) continue;
                 if (rep.n < sizeof rep.kind / sizeof rep.kind[0]) rep.kind[rep.n] = k;
                 rep.n++;

@@ -387,3 +387,63 @@ Test(mutator, crossover_outputs_fit_and_decode) {
         cr_assert(n2 == n && !memcmp(out, out2, n), "crossover not deterministic");
     }
 }
+
+/* The soft request cap: structured mutations of a scenario at
+ * FUZZ_REQS_SOFT requests never leave it above the cap (an insert drawn
+ * there deletes instead), crossovers stop at the cap unless the first
+ * parent is already larger (then at its size), and below the cap chained
+ * mutations still grow a scenario up to it. */
+static uint32_t with_reqs(sim_scenario *x, uint32_t n, uint64_t seed, uint8_t *enc) {
+    fuzz_rng r;
+    fuzz_rng_init(&r, seed);
+    sim_scenario_init(x);
+    while (x->cfg.n_reqs < n) cr_assert(fuzz_mutate_scenario(x, FUZZ_MUT_REQ_INSERT, &r));
+    size_t len = 0;
+    cr_assert_eq(sim_scenario_to_bytes(x, enc, SIM_SCENARIO_BYTES_MAX, &len), KV_OK);
+    return (uint32_t)len;
+}
+
+Test(mutator, requests_grow_to_the_soft_cap_and_no_further) {
+    static sim_scenario a, b;
+    static uint8_t ea[SIM_SCENARIO_BYTES_MAX], eb[SIM_SCENARIO_BYTES_MAX];
+    uint32_t na = with_reqs(&a, FUZZ_REQS_SOFT, 1, ea), shrunk = 0, structured = 0;
+    for (uint32_t seed = 0; seed < 3000; seed++) {
+        memcpy(out, ea, na);
+        fuzz_mut_report rep;
+        size_t n = fuzz_mutate(&mut, out, na, 4096, seed, NULL, &rep);
+        if (rep.bytes) continue;
+        structured++;
+        sim_scenario_from_bytes(out, n, &s);
+        cr_assert_leq(s.cfg.n_reqs, FUZZ_REQS_SOFT, "seed %u grew the scenario to %u requests", seed, s.cfg.n_reqs);
+        if (s.cfg.n_reqs < FUZZ_REQS_SOFT) shrunk++;
+    }
+    cr_assert_gt(structured, 2000);
+    cr_assert_gt(shrunk, structured / 10, "drawn inserts do not delete: %u of %u", shrunk, structured);
+
+    uint32_t nb = with_reqs(&b, FUZZ_REQS_SOFT, 2, eb);
+    for (uint32_t seed = 0; seed < 500; seed++) {
+        size_t n = fuzz_crossover(&mut, ea, na, eb, nb, out, 4096, seed);
+        sim_scenario_from_bytes(out, n, &s);
+        cr_assert_leq(s.cfg.n_reqs, FUZZ_REQS_SOFT);
+    }
+    na = with_reqs(&a, FUZZ_REQS_SOFT + 8u, 3, ea); /* a larger first parent keeps at most its size */
+    uint32_t kept = 0;
+    for (uint32_t seed = 0; seed < 500; seed++) {
+        size_t n = fuzz_crossover(&mut, ea, na, eb, nb, out, 4096, seed);
+        sim_scenario_from_bytes(out, n, &s);
+        cr_assert_leq(s.cfg.n_reqs, FUZZ_REQS_SOFT + 8u);
+        kept += s.cfg.n_reqs > FUZZ_REQS_SOFT;
+    }
+    cr_assert_gt(kept, 0);
+
+    na = with_reqs(&a, 1, 4, ea); /* below the cap: chained mutations reach it */
+    memcpy(in, ea, na);
+    size_t size = na;
+    uint32_t most = 0;
+    for (uint32_t i = 0; i < 20000 && most < FUZZ_REQS_SOFT; i++) {
+        size = fuzz_mutate(&mut, in, size, 4096, i, NULL, NULL);
+        sim_scenario_from_bytes(in, size, &s);
+        if (s.cfg.n_reqs > most) most = s.cfg.n_reqs;
+    }
+    cr_assert_geq(most, FUZZ_REQS_SOFT, "chained mutations grew to %u requests only", most);
+}
