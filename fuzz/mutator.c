@@ -35,6 +35,7 @@
 #define STORE_MAX 4096u
 #define U16_SPAN 65536u
 #define TRIES 8
+_Static_assert(FUZZ_REQS_SOFT <= SIM_REQS_MAX, "the request cap is inside the format's range");
 
 static const uint32_t tp_set[3] = {1, 2, 4};
 static const uint32_t block_set[4] = {4, 8, 16, 32};
