@@ -545,8 +545,7 @@ kv_status kv_p2p_sender_new(kv_worker *w, kv_p2p_sender **out, uint32_t *out_act
     s->preq_used = kv_alloc(w->env, s->n_preqs * sizeof s->preq_used[0]);
     s->in = kv_alloc_scratch(w->env, sizeof *s->in);
     s->out = kv_alloc_scratch(w->env, sizeof *s->out);
-    kv_status st = s->entry && s->preq && s->preq_used && s->in && s->out ? KV_OK : KV_ENOMEM;
-    memset(s->key, 0, sizeof s->key);
+    kv_status st = s->entry && s->preq && s->preq_used && s->in && s->out ? KV_OK : KV_ENOMEM; /* key[]: zeroed with s */
     if (st == KV_OK) st = kv_worker_spawn(w, "send", send_handle, s, 1u << 18, &s->actor);
     if (st == KV_OK) st = kvt_ep_open(w->t, s->actor, &s->ep, &s->addr);
     if (st != KV_OK) {
