@@ -1,7 +1,7 @@
 # Thin wrapper over CMake presets. `make run` and `make test` are the two
 # commands README.md opens with.
 JOBS ?= $(shell nproc)
-.PHONY: all deps build build-asan build-clang build-fuzz build-afl build-prod build-tsan build-rdma build-cuda run test clean purity
+.PHONY: all deps build build-asan build-clang build-fuzz build-afl build-prod build-pgo build-tsan build-rdma build-cuda run test clean purity
 
 all: build
 
@@ -33,6 +33,11 @@ build-afl: deps
 build-prod: deps
 	@cmake --preset prod >/dev/null
 	@cmake --build --preset prod -j $(JOBS)
+
+# The production build with gcc's profile-guided optimization: built,
+# trained on kvsim sweeps, rebuilt (tools/build_pgo.sh).
+build-pgo: deps
+	@JOBS=$(JOBS) tools/build_pgo.sh
 
 # The threaded production path under ThreadSanitizer: kvnode only (Criterion
 # cannot start under TSan, so the suites run in the other builds).
@@ -67,5 +72,8 @@ run: build
 # Every suite, in the checked gcc build and the ASan+UBSan clang build, plus
 # the production build (proves bug switches compile out), the fuzz targets
 # and the purity gate.
-test: purity build build-asan build-clang build-prod build-fuzz build-afl build-tsan build-rdma build-cuda
+test: purity build build-asan build-clang build-prod build-pgo build-fuzz build-afl build-tsan build-rdma build-cuda
 	@tools/run_tests.sh
+
+clean:
+	@rm -rf build build-asan build-clang build-fuzz build-afl build-prod build-pgo build-tsan build-rdma build-cuda

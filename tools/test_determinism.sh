@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Determinism across build types and compilers: the same scenarios give the
-# same trace hashes from the gcc, clang, ASan+UBSan and production builds.
+# same trace hashes from the gcc, clang, ASan+UBSan, production and
+# profile-guided production builds.
 #  - 200 generated seeds (kvsim sweep --hashes), all switches off, and 40
 #    seeds of each other workload (steady, load);
 #  - the demo's first three scenarios (the fourth switches a bug on, which a
@@ -8,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ref_demo=""; ref_seeds=""
-for b in build build-clang build-asan build-prod; do
+for b in build build-clang build-asan build-prod build-pgo; do
   for exe in kvdemo kvsim; do
     [ -x "$b/bin/$exe" ] || { echo "determinism: $b/bin/$exe missing" >&2; exit 1; }
   done
@@ -28,4 +29,4 @@ for b in build build-clang build-asan build-prod; do
     echo "determinism: FAILED — $b differs from build" >&2; exit 1
   fi
 done
-echo "determinism: ok (same trace hashes in 4 builds)"
+echo "determinism: ok (same trace hashes in 5 builds)"
