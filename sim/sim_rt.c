@@ -148,10 +148,8 @@ static kv_status mbox_push(sim_rt *rt, uint32_t to, uint32_t kind, uint32_t src,
  * are unique, so the pop order is the same with any arity. */
 #define HEAP_ARITY 4u
 
-/* Bitwise, not short-circuit: no branch on data the predictor cannot learn
- * (which of four children is earliest). */
 static bool key_less(const sim_heap_key *a, const sim_heap_key *b) {
-    return (a->at_ns < b->at_ns) | ((a->at_ns == b->at_ns) & (a->seq_slot < b->seq_slot));
+    return a->at_ns < b->at_ns || (a->at_ns == b->at_ns && a->seq_slot < b->seq_slot);
 }
 
 static kv_status heap_push(sim_rt *rt, const sim_event *ev) {
