@@ -20,7 +20,7 @@ train() {
   "$K" sweep --jobs 1 "$@" >/dev/null
 }
 train --seeds 100001..102000
-train --workload steady --seeds 100001..100100
+train --workload steady --seeds 100001..100300
 train --workload load --seeds 100001..100200
 n=$(find "$PROF" -name '*.gcda' | wc -l)
 [ "$n" -gt 0 ] || { echo "pgo: training wrote no profile under $PROF" >&2; exit 1; }
