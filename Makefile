@@ -75,5 +75,6 @@ run: build
 test: purity build build-asan build-clang build-prod build-pgo build-fuzz build-afl build-tsan build-rdma build-cuda
 	@tools/run_tests.sh
 
+# Every preset's build tree (each is build or build-NAME).
 clean:
-	@rm -rf build build-asan build-clang build-fuzz build-afl build-prod build-pgo build-tsan build-rdma build-cuda
+	@rm -rf build build-*
