@@ -36,6 +36,9 @@ typedef enum kv_inv {
     KV_INV_SAVE,
     KV_INV_DATA,
     KV_INV_SCHED_ASSERT,
+    KV_INV_OUTCOME,  /* a request ended otherwise than the faults that touched it allow */
+    KV_INV_HOLD,     /* a resource was held past the bound after the event that must end it */
+    KV_INV_ASSERT,   /* an assertion inside the core failed */
     KV_INV_COUNT
 } kv_inv;
 
