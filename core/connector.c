@@ -96,6 +96,15 @@ uint32_t kv_conn_worker_p2p_actor(const kv_conn_worker *c) {
     return KV_ACTOR_NONE;
 }
 
+bool kv_conn_worker_p2p_saturated(const kv_conn_worker *c) {
+    if (!c->ops) return false;
+    if (!strcmp(c->ops->name, "p2p")) return kv_p2p_worker_saturated(c);
+    if (strcmp(c->ops->name, "multi")) return false;
+    for (uint32_t i = 0; i < KV_MULTI_CHILDREN; i++)
+        if (kv_conn_worker_p2p_saturated(kv_multi_worker_child(c, i))) return true;
+    return false;
+}
+
 const char *kv_msg_family(uint32_t kind) {
     if (kind >= KV_M_P2P_RECV_START && kind <= KV_M_P2P_SEND_DONE) return "p2p";
     if (kind >= KV_M_STORE_LOOKUP && kind <= KV_M_STORE_LOAD_TIMEOUT) return "store";

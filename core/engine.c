@@ -317,13 +317,19 @@ static void remote_kv_ready(kv_engine *e, kv_sreq *s) {
         s->local_hit = 0;
     } else {
         uint32_t got = s->r.blocks.n[0] * e->cfg.block_size;
-        uint32_t c = got < n ? got : n;
-        if (c == n && c > 0) c--;
-        s->r.num_computed = c;
+        uint32_t loaded = got < n ? got : n;
         /* sliding-window blocks outside the window were not loaded (the
          * transfer and the store keep only the window): free them before
-         * anything is cached, so no prefix hit ever sees their bytes */
+         * anything is cached, so no prefix hit ever sees their bytes. The
+         * window is the one at the end of what was loaded: P freed the
+         * blocks outside it when it finished the whole prompt, one token
+         * past what this engine counts as computed (it recomputes the
+         * last), and when (n - window) is a multiple of the block size
+         * that is one block more. */
+        s->r.num_computed = loaded;
         remove_skipped(e, s);
+        uint32_t c = loaded == n && n > 0 ? n - 1 : loaded;
+        s->r.num_computed = c;
         cache_blocks(e, s, c);
     }
     set_status(e, s, s->r.num_preemptions ? KV_RS_PREEMPTED : KV_RS_WAITING);
@@ -583,6 +589,26 @@ static void on_finished_sending(kv_engine *e, uint32_t id) {
     delete_req(e, s);
 }
 
+static bool holds_block(const kv_sreq *s, uint32_t g, uint32_t b);
+
+/* One rank's invalid block into the step's list. Ranks list the same block
+ * ids (a table is the engine's, not the rank's): kept once. A block that no
+ * longer fits fails its whole request instead of being dropped (a dropped
+ * block would count as loaded, and be decoded). */
+static void merge_bad_block(kv_engine *e, kv_bad_block b) {
+    kv_bad_blocks *l = &e->agg.invalid_blocks;
+    for (uint32_t j = 0; j < l->n; j++)
+        if (l->e[j].group == b.group && l->e[j].block == b.block) return;
+    if (l->n < KV_BAD_BLOCKS_MAX) {
+        l->e[l->n++] = b;
+        return;
+    }
+    for (uint64_t m = e->live; m; m &= m - 1) {
+        const kv_sreq *s = &e->req[__builtin_ctzll(m)];
+        if (holds_block(s, b.group, b.block)) kv_id_list_add(&e->agg.failed_recving, s->r.id);
+    }
+}
+
 /* Aggregate one rank's output: an id is emitted once every rank reported. */
 static void merge_result(kv_engine *e, const kv_m_step_result *res) {
     for (uint32_t i = 0; i < res->out.finished_recving.n; i++) {
@@ -605,8 +631,7 @@ static void merge_result(kv_engine *e, const kv_m_step_result *res) {
     }
     for (uint32_t i = 0; i < res->out.failed_recving.n; i++)
         kv_id_list_add(&e->agg.failed_recving, res->out.failed_recving.id[i]);
-    for (uint32_t i = 0; i < res->out.invalid_blocks.n && e->agg.invalid_blocks.n < KV_BAD_BLOCKS_MAX; i++)
-        e->agg.invalid_blocks.e[e->agg.invalid_blocks.n++] = res->out.invalid_blocks.e[i];
+    for (uint32_t i = 0; i < res->out.invalid_blocks.n; i++) merge_bad_block(e, res->out.invalid_blocks.e[i]);
 }
 
 static void advance_generated(kv_engine *e) {

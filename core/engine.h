@@ -217,6 +217,10 @@ uint32_t kv_conn_worker_state(const kv_conn_worker *c);
 /* The P2P sender (P) or receiver (D) actor inside a worker half, or
  * KV_ACTOR_NONE when the configuration has no P2P connector. */
 uint32_t kv_conn_worker_p2p_actor(const kv_conn_worker *c);
+/* Read-only view for checkers: its P2P sender or receiver has a bounded
+ * table full, so some pull would now fail for want of room (false without
+ * a P2P connector). */
+bool kv_conn_worker_p2p_saturated(const kv_conn_worker *c);
 /* Which connector's actors send a message kind: "p2p", "store" or "". */
 const char *kv_msg_family(uint32_t kind);
 

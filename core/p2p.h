@@ -75,6 +75,12 @@ typedef struct kv_p2p_receiver kv_p2p_receiver;
 kv_status kv_p2p_sender_new(kv_worker *w, kv_p2p_sender **out, uint32_t *out_actor);
 void kv_p2p_sender_free(kv_p2p_sender *s);
 uint32_t kv_p2p_sender_state(const kv_p2p_sender *s);
+/* Read-only views for checkers: a bounded table is full, so some pull
+ * would now fail for want of room. The sender: every pull slot taken, no run
+ * of request slots as long as the largest pull ("sender busy"), or every
+ * entry in use. The receiver: every pull or every batch slot in use. */
+bool kv_p2p_sender_saturated(const kv_p2p_sender *s);
+bool kv_p2p_receiver_saturated(const kv_p2p_receiver *r);
 kv_status kv_p2p_receiver_new(kv_worker *w, kv_p2p_receiver **out, uint32_t *out_actor);
 void kv_p2p_receiver_free(kv_p2p_receiver *r);
 uint32_t kv_p2p_receiver_state(const kv_p2p_receiver *r);
@@ -89,5 +95,7 @@ uint32_t kv_p2p_paired_ranks(uint32_t tp, uint32_t rank, uint32_t other_tp, uint
 
 /* The connector actor of a worker half (sender on P, receiver on D). */
 uint32_t kv_p2p_worker_actor(const kv_conn_worker *c);
+/* Its sender or receiver is saturated (kv_p2p_sender_saturated). */
+bool kv_p2p_worker_saturated(const kv_conn_worker *c);
 
 #endif

@@ -453,6 +453,13 @@ void kv_p2p_receiver_free(kv_p2p_receiver *r) {
     kv_release(r->w->env, r);
 }
 
+bool kv_p2p_receiver_saturated(const kv_p2p_receiver *r) {
+    uint32_t reqs = 0, batches = 0;
+    for (uint32_t i = 0; i < r->n_req; i++) reqs += r->req[i].used;
+    for (uint32_t i = 0; i < RCV_BATCHES_MAX; i++) batches += r->batch[i].used;
+    return reqs == r->n_req || batches == RCV_BATCHES_MAX;
+}
+
 uint32_t kv_p2p_receiver_state(const kv_p2p_receiver *r) {
     uint32_t n = r->n_staged;
     for (uint32_t i = 0; i < r->n_req; i++) n += r->req[i].used;

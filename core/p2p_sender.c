@@ -573,6 +573,17 @@ void kv_p2p_sender_free(kv_p2p_sender *s) {
     kv_release(s->w->env, s);
 }
 
+bool kv_p2p_sender_saturated(const kv_p2p_sender *s) {
+    uint32_t free_pulls = 0, run = 0, best = 0, entries = 0;
+    for (uint32_t i = 0; i < s->n_entries; i++) entries += s->key[i] != 0;
+    for (uint32_t i = 0; i < SND_PULLS_MAX; i++) free_pulls += !s->pull[i].used;
+    for (uint32_t i = 0; i < s->n_preqs; i++) {
+        run = s->preq_used[i] ? 0 : run + 1;
+        if (run > best) best = run;
+    }
+    return free_pulls == 0 || best < KV_PULL_REQS_MAX || entries == s->n_entries;
+}
+
 uint32_t kv_p2p_sender_state(const kv_p2p_sender *s) {
     uint32_t n = 0;
     for (uint32_t i = 0; i < s->n_entries; i++) n += s->key[i] != 0;

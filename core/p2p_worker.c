@@ -104,10 +104,13 @@ static void on_recv_done(p2p_worker *c, const kv_m_recv_done *d) {
     if (!d->failed) {
         kv_worker_absorb_table(c->w, &d->pull.blocks); /* every WRITE of the pull has landed */
         verify(c, &d->pull);
-    } else if (d->pull.blocks.n_groups > 1) {
-        kv_id_list_add(&c->failed_recving, d->d_req); /* HMA: request-level */
+    } else if (d->pull.blocks.n_groups > 1 || kv_blocks_count_real(&d->pull.blocks) > KV_BAD_BLOCKS_CHILD_MAX - c->invalid.n) {
+        /* HMA: request-level. So is a failure whose blocks do not all fit
+         * the step's invalid-block list: a block left out would be reported
+         * as received, and decoded. */
+        kv_id_list_add(&c->failed_recving, d->d_req);
     } else {
-        for (uint32_t i = 0; i < d->pull.blocks.n[0] && c->invalid.n < KV_BAD_BLOCKS_MAX; i++)
+        for (uint32_t i = 0; i < d->pull.blocks.n[0]; i++)
             if (d->pull.blocks.id[0][i] != KV_NULL_BLOCK)
                 c->invalid.e[c->invalid.n++] = (kv_bad_block){0, d->pull.blocks.id[0][i]};
     }
@@ -171,6 +174,12 @@ uint32_t kv_p2p_worker_state(const kv_conn_worker *cw) {
     if (c->sender) n += kv_p2p_sender_state(c->sender);
     if (c->receiver) n += kv_p2p_receiver_state(c->receiver);
     return n;
+}
+
+bool kv_p2p_worker_saturated(const kv_conn_worker *cw) {
+    const p2p_worker *c = cw->self;
+    if (!c) return false;
+    return c->sender ? kv_p2p_sender_saturated(c->sender) : c->receiver && kv_p2p_receiver_saturated(c->receiver);
 }
 
 uint32_t kv_p2p_worker_actor(const kv_conn_worker *cw) {

@@ -48,6 +48,7 @@ typedef struct store_worker {
     sw_pin pin[KV_ENGINE_REQS_MAX];
     sw_orphan orphan[KV_ENGINE_REQS_MAX];
     kv_id_list finished_recving;      /* since the last get_finished */
+    kv_id_list failed_recving;        /* request-level load failures (too many blocks to list) */
     kv_bad_blocks invalid;
     kv_m_store_save job;              /* scratch */
 } store_worker;
@@ -200,6 +201,7 @@ static void get_finished(void *self, const kv_id_list *finished, kv_conn_output 
         p->used = false;
     }
     kv_id_list_move(&out->finished_recving, &c->finished_recving);
+    kv_id_list_move(&out->failed_recving, &c->failed_recving);
 }
 
 static void load_errors(void *self, kv_bad_blocks *out) {
@@ -237,7 +239,11 @@ static void on_load_done(store_worker *c, const kv_m_store_load_done *d) {
                        d->id, g, id, pos, w->rank);
             return;
         }
-    for (uint32_t i = 0; i < d->n_failed && c->invalid.n < KV_BAD_BLOCKS_MAX; i++) c->invalid.e[c->invalid.n++] = d->failed[i];
+    if (d->n_failed > KV_BAD_BLOCKS_CHILD_MAX - c->invalid.n) /* would not fit: the request fails as a whole (a block
+                                                         * left out would be reported loaded, and decoded) */
+        kv_id_list_add(&c->failed_recving, d->id);
+    else
+        for (uint32_t i = 0; i < d->n_failed; i++) c->invalid.e[c->invalid.n++] = d->failed[i];
     kv_id_list_add(&c->finished_recving, d->id);
 }
 
@@ -311,7 +317,7 @@ void kv_store_worker_free(kv_worker *w, kv_conn_worker *cw) {
 uint32_t kv_store_worker_state(const kv_conn_worker *cw) {
     const store_worker *c = cw->self;
     if (!c) return 0;
-    uint32_t n = c->finished_recving.n + c->invalid.n;
+    uint32_t n = c->finished_recving.n + c->failed_recving.n + c->invalid.n;
     for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) n += c->pin[i].used + c->orphan[i].pins;
     return n + kv_store_sender_state(c->sender) + kv_store_receiver_state(c->receiver);
 }

@@ -12,6 +12,7 @@
 #include "core/proxy.h"
 #include "core/store.h"
 #include "core/worker.h"
+#include "sim/check.h"
 #include "sim/sim_net.h"
 #include "sim/sim_rt.h"
 #include "sim/sim_store.h"
@@ -32,6 +33,7 @@ struct sim_world {
     sim_choice choice;
     sim_rt *rt;
     sim_net *net;
+    sim_check *check;    /* the invariant checker (sim/check.h) */
     const sim_world_cfg *cfg;
     kv_proxy *proxy;
     kv_bootstrap *boot;
@@ -197,7 +199,7 @@ kv_status sim_world_new(sim_world **out) {
                       .packets_max = 4096, .ctrl_bytes_max = 8u << 20, .lat_min_ns = 10000,
                       .lat_max_ns = 100000, .ns_per_kib = 100};
     if (!w->arena || sim_rt_new(&w->penv, &rc, &w->choice, &w->rt) != KV_OK ||
-        sim_net_new(&w->penv, &nc, &w->choice, &w->net) != KV_OK) {
+        sim_net_new(&w->penv, &nc, &w->choice, &w->net) != KV_OK || sim_check_new(&w->check) != KV_OK) {
         sim_world_free(w);
         return KV_ENOMEM;
     }
@@ -209,6 +211,7 @@ void sim_world_free(sim_world *w) {
     if (!w) return;
     sim_rt_free(w->rt);
     sim_net_free(w->net);
+    sim_check_free(w->check);
     free(w->arena);
     free(w);
 }
@@ -373,6 +376,7 @@ static void crash_engine(sim_world *w, uint32_t i, uint32_t restart_ms, bool sil
         if (s->phase < KV_PH_COUNT) w->res->fault_phase[kind][s->phase]++, held++;
     }
     if (!held) w->res->fault_phase[kind][KV_PH_DONE]++;
+    sim_check_engine_down(w->check, i);
     for (uint32_t a = 0; a < sim_rt_actor_count(w->rt); a++)
         if (sim_rt_actor_node(w->rt, a) == e->cfg.node) sim_rt_kill(w->rt, a);
     on_nodes(w, e, silent ? sim_net_fault_hang : sim_net_fault_crash);
@@ -414,6 +418,7 @@ static void restart_engine(sim_world *w, uint32_t i, bool silent) {
         return;
     }
     w->down[i] = false;
+    sim_check_engine_up(w->check, i);
     post_engine(w, KV_M_PROXY_ENGINE_UP, i, w->eng[i]->sched_actor);
 }
 
@@ -434,6 +439,7 @@ static void post_fault_to_store(sim_world *w, uint32_t kind, uint32_t arg) {
 static void apply_fault(sim_world *w, const sim_fault *f) {
     kv_rt *rt = sim_rt_iface(w->rt);
     uint32_t phase = KV_PH_DONE;
+    sim_check_fault(w->check, f);
     switch ((sim_fault_kind)f->kind) {
     case SIM_F_ABORT: {
         uint32_t id = f->target % (w->cfg->n_reqs ? w->cfg->n_reqs : 1);
@@ -547,28 +553,7 @@ static void pump_net(sim_world *w) {
     } while (st == KV_EAGAIN);
 }
 
-/* ---- checking ------------------------------------------------------------------- */
-
-/* INV-CONSERVE from the pools' counters after every event of their owner;
- * every 64th check, and at quiescence, the full structural check recounts
- * by scanning (free list, index, counters). */
-static void check_engine(sim_world *w, const kv_engine *e, bool full) {
-    for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
-        kv_pool_report r;
-        kv_pool_report_get(&e->pool[g], &r);
-        /* The structural check walks the whole pool: sampled so that it
-         * costs about two blocks per check on any pool size (every 64th
-         * check up to 128 blocks, every 512th at 1024); every event still
-         * checks the accounting, quiescence checks everything. */
-        uint64_t period = 64u * (((uint64_t)e->cfg.pool_blocks + 127u) / 128u);
-        if (full || w->res->armed[KV_INV_CONSERVE] % period == 0) kv_pool_check(&e->pool[g]);
-        w->res->armed[KV_INV_CONSERVE]++;
-        if (r.free + r.cached + r.owned + r.pinned + r.inflight != r.capacity)
-            kv_violate(&w->env, KV_INV_CONSERVE, e->cfg.index, KV_REQ_NONE,
-                       "engine %u group %u: free %u + cached %u + owned %u + pinned %u + inflight %u != %u",
-                       e->cfg.index, g, r.free, r.cached, r.owned, r.pinned, r.inflight, r.capacity);
-    }
-}
+/* ---- events ------------------------------------------------------------------- */
 
 /* The request a message is about, for the text trace (" req N"), when the
  * payload names one. */
@@ -602,7 +587,6 @@ static void after_event(void *ctx, uint32_t actor, const kv_msg *m) {
     w->events++;
     uint64_t now = sim_rt_now(w->rt);
     w->hash = sim_mix64(w->hash ^ now) ^ sim_mix64(((uint64_t)actor << 32) ^ m->kind ^ ((uint64_t)m->len << 48));
-    w->res->armed[KV_INV_OWNER]++;
     if (w->trace)
         fprintf(w->trace, "%12llu  %-14s %-18s len %u%s\n", (unsigned long long)now,
                 sim_rt_actor_name(w->rt, actor), kv_msg_kind_name(m->kind), m->len, event_detail(m));
@@ -611,50 +595,7 @@ static void after_event(void *ctx, uint32_t actor, const kv_msg *m) {
         fprintf(w->json, "{\"name\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":0.1,\"pid\":%u,\"tid\":%u,\"args\":{\"len\":%u}}",
                 kv_msg_kind_name(m->kind), (double)now / 1000.0, sim_rt_actor_node(w->rt, actor), actor, m->len);
     }
-    /* Pools change only on their engine's scheduler actor (the owner). */
-    for (uint32_t i = 0; i < w->n_eng; i++)
-        if (w->eng[i]->sched_actor == actor) check_engine(w, w->eng[i], false);
-}
-
-static const char *stall_state(const sim_world *w, uint32_t id, uint32_t *engine) {
-    for (uint32_t i = w->n_eng; i-- > 0;) {
-        const kv_sreq *s = w->down[i] ? NULL : kv_engine_find(w->eng[i], id); /* a dead process holds nothing */
-        if (!s) continue;
-        *engine = i;
-        return s->delay_free ? "finished, blocks held (delayed free)" : kv_req_status_name((kv_req_status)s->r.status);
-    }
-    *engine = UINT32_MAX;
-    return "not on any engine";
-}
-
-static void check_quiescence(sim_world *w, bool timed_out) {
-    sim_rt_set_current(w->rt, KV_ACTOR_NONE);
-    for (uint32_t id = 0; id < w->cfg->n_reqs && !w->res->violated; id++) {
-        w->res->armed[KV_INV_LIVE]++;
-        const kv_proxy_req *q = kv_proxy_slot(w->proxy, id);
-        uint32_t eng = UINT32_MAX;
-        const char *st = stall_state(w, id, &eng);
-        if (eng != UINT32_MAX || (q->used && q->outcome == KV_OUT_PENDING))
-            kv_violate(&w->env, KV_INV_LIVE, eng, id, "request %u did not end by %s: stalled in %s on engine %d",
-                       id, timed_out ? "the liveness bound" : "quiescence", st, (int)eng);
-    }
-    for (uint32_t i = 0; i < w->n_eng && !w->res->violated; i++) {
-        const kv_engine *e = w->eng[i];
-        if (w->down[i]) continue; /* its memory died with it */
-        check_engine(w, e, true);
-        for (uint32_t g = 0; g < e->cfg.n_groups && !w->res->violated; g++) {
-            kv_pool_report r;
-            kv_pool_report_get(&e->pool[g], &r);
-            w->res->armed[KV_INV_LEAK]++;
-            if (r.owned || r.pinned || r.inflight)
-                kv_violate(&w->env, KV_INV_LEAK, i, KV_REQ_NONE,
-                           "engine %u group %u: %u owned, %u pinned, %u in-flight blocks at the end (HBM leak)",
-                           i, g, r.owned, r.pinned, r.inflight);
-        }
-        uint32_t cs = kv_engine_conn_state(e);
-        if (!w->res->violated && cs)
-            kv_violate(&w->env, KV_INV_LEAK, i, KV_REQ_NONE, "engine %u: %u connector entries left at the end", i, cs);
-    }
+    sim_check_event(w->check, actor, m);
 }
 
 /* ---- running ------------------------------------------------------------------- */
@@ -677,6 +618,9 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
     sim_rt_set_hook(w->rt, after_event, w);
     kv_status st = build(w);
     if (st != KV_OK) return st;
+    sim_check_view cv = {.env = &w->env, .rt = w->rt, .eng = w->eng, .down = w->down, .n_eng = w->n_eng,
+                         .proxy = w->proxy, .store = w->store, .cfg = cfg, .res = out};
+    sim_check_begin(w->check, &cv);
     json_begin(w);
     sort_items(w);
     uint64_t last = 0;
@@ -699,10 +643,12 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
             timed_out = true;
             break;
         }
+        sim_check_time(w->check, next);
+        if (out->violated) break;
         sim_rt_set_now(w->rt, next);
     }
     out->sim_error = sim_rt_error(w->rt) != KV_OK ? sim_rt_error(w->rt) : w->net_error;
-    if (!out->violated && out->sim_error == KV_OK) check_quiescence(w, timed_out);
+    if (!out->violated && out->sim_error == KV_OK) sim_check_end(w->check, timed_out);
     json_end(w);
     out->events = w->events;
     out->trace_hash = w->hash ^ (out->violated ? sim_mix64((uint64_t)out->inv + 1) : 0);

@@ -73,6 +73,10 @@ typedef struct kv_bad_block {
 } kv_bad_block;
 
 #define KV_BAD_BLOCKS_MAX (KV_ENGINE_REQS_MAX * 4u)
+/* What one connector lists per step, so that a MultiConnector's children
+ * together always fit; a failure with more blocks than are left is
+ * reported for its whole request (failed_recving) instead. */
+#define KV_BAD_BLOCKS_CHILD_MAX (KV_BAD_BLOCKS_MAX / 2u)
 
 typedef struct kv_bad_blocks {
     uint32_t n;

@@ -1,0 +1,85 @@
+/* sim/check_data.c — INV-DATA at a request's first token: the KV its
+ * attention reads is complete, wherever it came from.
+ *
+ * Rule: when a step on an engine's rank is the first to produce a token of
+ * a request (its scheduled tokens reach the request's end), every block that
+ * step's attention reads, in every group, is in the request's block table
+ * and holds the bytes computed from the request's tokens (core/kv_data.h),
+ * whether the block was pulled from P, loaded from the store, hit in the
+ * local prefix cache or computed here:
+ *   full attention   every position of the prefix, [0, cdiv(end, bs));
+ *   sliding window   the positions holding the last `window` tokens,
+ *                    [(end - window) / bs, cdiv(end, bs)) when end > window;
+ *   recurrent        the state block, at the table's last position.
+ * A window clipped one block short or a group skipped is a violation even if
+ * no later step reads the block. Checked once per request, engine and rank
+ * (P's single token and D's first decode), after the worker's forward pass
+ * wrote the step's tokens: the state a model's attention would read.
+ *
+ * Non-vacuity: each request that ended ok had its first token checked on D;
+ * a run where requests ended ok and none was checked fails. */
+#include "sim/check_int.h"
+
+#include "core/worker.h"
+
+static const char *group_kind(uint8_t k) {
+    return k == KV_GROUP_FULL ? "full" : k == KV_GROUP_SLIDING ? "sliding" : "recurrent";
+}
+
+/* The first position of group g that the token after `end` computed tokens reads. */
+static uint32_t first_read(const kv_engine_cfg *cfg, uint32_t g, uint32_t end, uint32_t last) {
+    const kv_group_cfg *gc = &cfg->group[g];
+    if (gc->kind == KV_GROUP_MAMBA) return last - 1;
+    if (gc->kind == KV_GROUP_SLIDING && end > gc->window) return (end - gc->window) / cfg->block_size;
+    return 0;
+}
+
+static void check_req(sim_check *c, kv_worker *w, uint32_t engine, const kv_step_req *q) {
+    const kv_engine_cfg *cfg = &w->cfg;
+    uint32_t end = q->computed_before + q->num_scheduled;
+    uint32_t last = kv_cdiv(end, cfg->block_size);
+    kv_digest_memo dm;
+    kv_digest_memo_init(&dm, &q->tokens, cfg->block_size, end);
+    c->v.res->armed[KV_INV_DATA]++;
+    c->first_token_checks++;
+    for (uint32_t g = 0; g < cfg->n_groups; g++) {
+        for (uint32_t pos = first_read(cfg, g, end, last); pos < last; pos++) {
+            uint32_t id = pos < q->blocks.n[g] ? q->blocks.id[g][pos] : KV_NULL_BLOCK;
+            const char *what = NULL;
+            if (id == KV_NULL_BLOCK || id >= w->capacity) what = "has no block";
+            else if (!kv_verify_block_m(kv_worker_kv(w, g, id), &dm, pos, g, w->head_lo, w->head_hi, cfg->head_bytes))
+                what = "holds the wrong bytes";
+            if (!what) continue;
+            kv_violate(c->v.env, KV_INV_DATA, engine, q->id,
+                       "first token of request %u on engine %u rank %u (%u tokens, %u computed before this step): "
+                       "group %u (%s) position %u %s (block %u)",
+                       q->id, engine, w->rank, end, q->computed_before, g, group_kind(cfg->group[g].kind), pos, what,
+                       id);
+            return;
+        }
+    }
+}
+
+void chk_data_execute(sim_check *c, uint32_t engine, uint32_t rank, const kv_msg *m) {
+    if (m->len < sizeof(kv_m_execute)) return;
+    const kv_step *st = ((const kv_m_execute *)m->payload)->step;
+    kv_worker *w = c->v.eng[engine]->worker[rank];
+    uint32_t side = engine < c->v.cfg->n_p ? 0u : 1u;
+    for (uint32_t i = 0; i < st->n_reqs && !chk_violated(c); i++) {
+        const kv_step_req *q = &st->req[i];
+        if (!q->num_scheduled || q->computed_before + q->num_scheduled < q->num_tokens || q->id >= chk_n_reqs(c))
+            continue;
+        uint8_t *done = &c->req[q->id].data_ranks[side];
+        if (*done >> rank & 1u) continue;
+        *done |= (uint8_t)(1u << rank);
+        check_req(c, w, engine, q);
+    }
+}
+
+void chk_data_end(sim_check *c) {
+    const kv_proxy *p = c->v.proxy;
+    if (p->ok && !c->first_token_checks)
+        kv_violate(c->v.env, KV_INV_DATA, KV_REQ_NONE, KV_REQ_NONE,
+                   "%llu requests ended ok and no first token was checked (the check never armed)",
+                   (unsigned long long)p->ok);
+}

@@ -1,0 +1,116 @@
+/* sim/check_int.h — the checker's state, shared by the sim/check_*.c
+ * oracle files and no one else (the world sees sim/check.h only). */
+#ifndef KVCONN_SIM_CHECK_INT_H
+#define KVCONN_SIM_CHECK_INT_H
+
+#include "sim/check.h"
+
+/* What an actor is to the checker (looked up on every event). */
+enum { CHK_ACTOR_OTHER = 0, CHK_ACTOR_SCHED, CHK_ACTOR_MAIN, CHK_ACTOR_PROXY, CHK_ACTOR_STORE, CHK_ACTOR_P2P };
+
+typedef struct chk_actor {
+    uint8_t role;   /* CHK_ACTOR_* */
+    uint8_t engine; /* engine index (SCHED, MAIN) */
+    uint8_t rank;   /* TP rank (MAIN) */
+} chk_actor;
+
+/* Causes that may touch a request besides the plan's fault kinds (which are
+ * bits 1 .. SIM_F_KIND_COUNT - 1 of chk_req.causes). */
+enum {
+    CHK_C_FEWER_BLOCKS = SIM_F_KIND_COUNT, /* the plan tells D a longer prompt */
+    CHK_C_TURNED_AWAY,                    /* an engine refused it on arrival */
+    CHK_C_EXPIRED,                        /* P's hold ended by the expiry reap */
+    CHK_C_MIXED_CONN,                     /* P and D run different connector configurations */
+    CHK_C_STORE_FULL,                     /* the store evicted keys to make room */
+    CHK_C_SLOW_P,                         /* D's pull waited out P's ready wait: P was busy */
+    CHK_C_P2P_FULL,                       /* a P2P sender's or receiver's table was full */
+    CHK_C_COUNT
+};
+_Static_assert(CHK_C_COUNT <= 32, "causes are one word");
+
+/* Per request of the scenario, indexed by its id. */
+typedef struct chk_req {
+    uint32_t causes;        /* bit k: cause k touched it */
+    uint32_t n_touch;       /* faults and other causes that touched it */
+    bool fatal;             /* one of them may end it otherwise than ok under `recompute` */
+    uint32_t load_errors;   /* load failures D reported (the most any one rank reported) */
+    uint8_t rank_fails[KV_TP_MAX]; /* ... per rank of D */
+    bool p_done, d_done;    /* the engine reported it ended (REQ_DONE) */
+    bool p_held;            /* P holds its blocks for the send (delayed free) */
+    bool p_freed;           /* ... and let them go */
+    uint8_t data_ranks[2];  /* [0] P, [1] D: ranks whose first-token check ran */
+    uint32_t d_status, d_output, d_phase;
+    uint32_t p_engine;      /* P's engine index */
+    uint64_t p_fin_ns, p_free_ns, d_end_ns;
+    uint64_t p_done_ns;     /* P reported it ended (0: not yet) */
+    uint64_t pull_ns;       /* D's first pull of it started (0: none) */
+    uint64_t hold_deadline_ns; /* P's hold must end by then (UINT64_MAX: none yet) */
+    const char *hold_why;   /* what set the deadline */
+} chk_req;
+
+struct sim_check {
+    sim_check_view v;
+    chk_actor actor[SIM_ACTORS_MAX];
+    chk_req req[SIM_REQS_MAX];
+    uint32_t held[SIM_REQS_MAX]; /* ids of requests P holds (p_held && !p_freed) */
+    uint32_t n_held;
+    uint64_t next_deadline_ns;   /* earliest hold deadline among held (UINT64_MAX: none) */
+    uint64_t first_token_checks; /* requests x ranks whose first token was checked */
+    uint64_t store_evictions;    /* the store's eviction count at its last event */
+};
+
+static inline uint64_t chk_now(const sim_check *c) { return sim_rt_now(c->v.rt); }
+static inline bool chk_violated(const sim_check *c) { return c->v.res->violated; }
+static inline uint32_t chk_n_reqs(const sim_check *c) {
+    return c->v.cfg->n_reqs < SIM_REQS_MAX ? c->v.cfg->n_reqs : SIM_REQS_MAX;
+}
+/* Engine index of a request's P / D (as the world submits it). */
+static inline uint32_t chk_p_of(const sim_check *c, uint32_t id) { return c->v.cfg->req[id].p_engine % c->v.cfg->n_p; }
+static inline uint32_t chk_d_of(const sim_check *c, uint32_t id) {
+    return c->v.cfg->n_p + c->v.cfg->req[id].d_engine % c->v.cfg->n_d;
+}
+/* Marks request id touched by cause k. */
+void chk_touch(sim_check *c, uint32_t id, uint32_t cause);
+/* Had request id ended at the proxy by time t? */
+bool chk_ended_by(const sim_check *c, uint32_t id, uint64_t t);
+/* Cause k touches every request that had not ended by t (a cause whose
+ * effect began at t) / by now. */
+void chk_touch_since(sim_check *c, uint32_t cause, uint64_t t);
+void chk_touch_live(sim_check *c, uint32_t cause);
+/* Names of causes ("abort", "turned_away", ...). */
+const char *chk_cause_name(uint32_t cause);
+/* Writes the cause list of a mask into buf ("abort,net_reset" or "none"). */
+void chk_causes_str(uint32_t causes, char *buf, size_t cap);
+
+/* ---- oracle families (one file each) ---- */
+/* check_pool.c */
+void chk_pool_event(sim_check *c, uint32_t engine);
+void chk_pool_end(sim_check *c);
+/* check_live.c */
+void chk_live_end(sim_check *c, bool timed_out);
+/* check_outcome.c */
+void chk_outcome_begin(sim_check *c);
+void chk_outcome_fault(sim_check *c, const sim_fault *f);
+void chk_outcome_done(sim_check *c, const kv_m_req_done *d);
+void chk_outcome_add(sim_check *c, uint32_t engine, const kv_msg *m);
+void chk_outcome_store(sim_check *c);
+void chk_outcome_submit(sim_check *c, const kv_msg *m);
+void chk_outcome_pull(sim_check *c, const kv_msg *m);
+void chk_outcome_sender(sim_check *c, uint32_t engine, uint32_t rank);
+void chk_outcome_step_result(sim_check *c, uint32_t engine, const kv_msg *m);
+void chk_outcome_end(sim_check *c);
+/* check_hold.c */
+/* D's pull of the request reached P while P could answer it: after P
+ * finished it, before its expiry, or before and still waiting (P's ready
+ * wait, the abort timeout) when P finished. */
+bool chk_pull_answerable(const sim_check *c, const chk_req *q);
+void chk_hold_done(sim_check *c, const kv_m_req_done *d);
+void chk_hold_sched(sim_check *c, uint32_t engine);
+void chk_hold_engine_down(sim_check *c, uint32_t engine);
+void chk_hold_time(sim_check *c, uint64_t next_ns);
+void chk_hold_end(sim_check *c);
+/* check_data.c */
+void chk_data_execute(sim_check *c, uint32_t engine, uint32_t rank, const kv_msg *m);
+void chk_data_end(sim_check *c);
+
+#endif

@@ -1,0 +1,234 @@
+/* sim/check_outcome.c — INV-OUTCOME: each request ends as the faults that
+ * touched it allow, and no worse.
+ *
+ * Rule (docs/oracles.md has the table of causes):
+ *  1. A request that nothing touched ends ok at the proxy, with D's status
+ *     FINISHED_LENGTH_CAPPED and exactly its max_tokens output tokens, and D
+ *     never reports its load failed — under either load-failure policy.
+ *  2. Under policy `recompute`, a touched request still ends ok unless a
+ *     cause that may end it otherwise touched it ("fatal" below): an abort of
+ *     it, the crash of its own P or D engine, or a refusal on arrival.
+ *  3. A request ends aborted only if an abort touched it.
+ *  4. The steps in which D reported its load failed number at most the
+ *     causes that touched it.
+ *
+ * A cause touches a request when it hit the request itself, or something the
+ * request depended on while it was not yet over: its P or D engine, the
+ * link between them, the bootstrap service, the network, the store. The
+ * scope of each fault kind is the table `rule` below; it over-approximates
+ * (a fault on P touches every request of that P that had not ended), so the
+ * oracle never blames a fault-free path for what a fault did, and requests
+ * outside every fault's scope (in fault-free runs, all of them) are held to
+ * rule 1. Causes that are not faults: the plan telling D a longer prompt
+ * than P's (d_extra), P and D configured with different connectors (D may
+ * pull from a P without a P2P side, or never pull from a P that holds its
+ * blocks for it), an engine turning the request away, and P's hold
+ * ending at the expiry reap (under overload D may ask after it; INV-HOLD
+ * checks that the reap came at the expiry and only then). */
+#include "sim/check_int.h"
+
+#include <string.h>
+
+#include "core/p2p.h"
+
+/* A wait that ran out is counted from a message's arrival, which trails
+ * what the checker sees by a network latency at most. */
+#define CHK_WAIT_TOLERANCE_NS 1000000ull
+
+/* Which requests a fault may end otherwise than ok even under `recompute`. */
+typedef enum fatal_scope {
+    FS_NONE = 0,
+    FS_REQ,    /* the target request */
+    FS_ENGINE, /* requests whose P or D is the target engine (P engines first) */
+} fatal_scope;
+
+/* Every fault touches every request that has not ended when it strikes:
+ * engines share block pools, and a fault that leaves blocks held until a
+ * timeout (P's expiry after a failed send, D's receive timeout after a lost
+ * response or a dead peer) starves the other requests of that pool, whose
+ * own holds then starve the engines they wait on. The column below is the
+ * part that is per fault kind: whom it may end otherwise than ok under
+ * `recompute` (a recompute survives every other fault). */
+static const uint8_t fatal_of[SIM_F_KIND_COUNT] = {
+    [SIM_F_ABORT] = FS_REQ,
+    [SIM_F_PEER_CRASH] = FS_ENGINE,
+    [SIM_F_PEER_HANG] = FS_ENGINE,
+};
+
+static bool is_fatal(const sim_check *c, const sim_fault *f, uint32_t id) {
+    const sim_world_cfg *cfg = c->v.cfg;
+    switch ((fatal_scope)fatal_of[f->kind]) {
+    case FS_REQ: return id == f->target % (cfg->n_reqs ? cfg->n_reqs : 1u);
+    case FS_ENGINE: {
+        uint32_t e = f->target % (cfg->n_p + cfg->n_d);
+        return chk_p_of(c, id) == e || chk_d_of(c, id) == e;
+    }
+    case FS_NONE: return false;
+    }
+    return false;
+}
+
+void chk_outcome_begin(sim_check *c) {
+    for (uint32_t id = 0; id < chk_n_reqs(c); id++) c->req[id].p_engine = chk_p_of(c, id);
+    /* P and D configured differently: D may pull from a P without a P2P
+     * side (every pull fails), or never pull from a P that holds for it */
+    if (c->v.cfg->conn_p != c->v.cfg->conn_d) chk_touch_live(c, CHK_C_MIXED_CONN);
+}
+
+/* The proxy took a request in: one whose D is told a longer prompt than P's
+ * fails its transfer from now on, and P holds its blocks until the expiry. */
+void chk_outcome_submit(sim_check *c, const kv_msg *m) {
+    if (m->len < sizeof(kv_m_proxy_submit)) return;
+    kv_m_proxy_submit sub;
+    memcpy(&sub, m->payload, sizeof sub);
+    if (sub.d_extra_tokens) chk_touch_live(c, CHK_C_FEWER_BLOCKS);
+}
+
+void chk_outcome_fault(sim_check *c, const sim_fault *f) {
+    if (f->kind == 0 || f->kind >= SIM_F_KIND_COUNT) return;
+    for (uint32_t id = 0; id < chk_n_reqs(c); id++) {
+        if (chk_ended_by(c, id, chk_now(c))) continue;
+        chk_touch(c, id, f->kind);
+        if (is_fatal(c, f, id)) c->req[id].fatal = true;
+    }
+}
+
+void chk_outcome_done(sim_check *c, const kv_m_req_done *d) {
+    if (d->id >= chk_n_reqs(c)) return;
+    chk_req *q = &c->req[d->id];
+    if (d->engine == q->p_engine && !q->p_done_ns) q->p_done_ns = chk_now(c);
+    if (d->engine != chk_d_of(c, d->id) || q->d_done) return;
+    q->d_done = true;
+    q->d_status = d->status;
+    q->d_output = d->num_output;
+    q->d_phase = d->phase;
+    q->d_end_ns = chk_now(c);
+}
+
+/* After an engine handled ADD_REQ: a request it does not hold now was
+ * turned away (no free slot, or it can never fit). */
+void chk_outcome_add(sim_check *c, uint32_t engine, const kv_msg *m) {
+    if (m->len < sizeof(kv_req_spec)) return;
+    kv_req_spec sp;
+    memcpy(&sp, m->payload, sizeof sp);
+    if (sp.id >= chk_n_reqs(c) || kv_engine_find(c->v.eng[engine], sp.id)) return;
+    chk_touch(c, sp.id, CHK_C_TURNED_AWAY);
+    c->req[sp.id].fatal = true;
+}
+
+/* After the store's event: keys it evicted to make room (its capacity is
+ * the scenario's) may be keys a lookup already promised to a load. */
+void chk_outcome_store(sim_check *c) {
+    uint64_t ev = sim_store_get_stats(c->v.store)->evictions;
+    if (ev == c->store_evictions) return;
+    c->store_evictions = ev;
+    chk_touch_live(c, CHK_C_STORE_FULL);
+}
+
+/* After an event of a P2P sender or receiver: when one of its bounded tables
+ * is full, the pulls it has no room for fail (overload shedding: "sender
+ * busy", "no free batch"); every request not over may be one of them. */
+void chk_outcome_sender(sim_check *c, uint32_t engine, uint32_t rank) {
+    if (kv_conn_worker_p2p_saturated(&c->v.eng[engine]->worker[rank]->conn)) chk_touch_live(c, CHK_C_P2P_FULL);
+}
+
+/* D's worker asked its receiver to pull a request. */
+void chk_outcome_pull(sim_check *c, const kv_msg *m) {
+    if (m->len < sizeof(kv_p2p_pull)) return;
+    uint32_t id;
+    memcpy(&id, m->payload, sizeof id); /* kv_p2p_pull.d_req, its first field */
+    if (id < chk_n_reqs(c) && !c->req[id].pull_ns) c->req[id].pull_ns = chk_now(c);
+}
+
+/* D reports request id's load failed now. A pull answered only when P's
+ * ready wait (the abort timeout, counted from the pull's arrival) ran out,
+ * for a request P had not yet finished, failed because P was busy: under
+ * overload P and D can fill each other's pools (P holding finished requests
+ * D has no room to pull, D holding blocks for requests P has no room to
+ * compute) until a timeout breaks the cycle. Every request not over when
+ * the pull began may have waited behind it. */
+static void load_failed(sim_check *c, uint32_t id) {
+    chk_req *q = &c->req[id];
+    if (!q->pull_ns || q->p_done_ns) return;
+    if (chk_now(c) + CHK_WAIT_TOLERANCE_NS < q->pull_ns + c->v.cfg->abort_timeout_ns) return;
+    chk_touch_since(c, CHK_C_SLOW_P, q->pull_ns);
+}
+
+/* STEP_RESULT travels packed (kv_step_result_pack): rank, step_no, then the
+ * finished_sending, finished_recving and failed_recving id lists, each a
+ * count and its ids. Only D's failed loads matter here. */
+static const uint8_t *skip_ids(const uint8_t *p, const uint8_t *end) {
+    uint32_t n;
+    if (end - p < 4) return NULL;
+    memcpy(&n, p, 4);
+    if ((uint64_t)(end - p - 4) < (uint64_t)n * 4u) return NULL;
+    return p + 4 + (size_t)n * 4u;
+}
+
+void chk_outcome_step_result(sim_check *c, uint32_t engine, const kv_msg *m) {
+    if (engine < c->v.cfg->n_p || m->len < 12) return;
+    const uint8_t *p = m->payload, *end = p + m->len;
+    uint32_t rank, n;
+    memcpy(&rank, p, 4);
+    p = skip_ids(p + 12, end);
+    if (p) p = skip_ids(p, end);
+    if (!p || end - p < 4 || rank >= KV_TP_MAX) return;
+    memcpy(&n, p, 4);
+    p += 4;
+    for (uint32_t i = 0; i < n && end - p >= 4; i++, p += 4) {
+        uint32_t id;
+        memcpy(&id, p, 4);
+        if (id >= chk_n_reqs(c)) continue;
+        chk_req *q = &c->req[id];
+        if (++q->rank_fails[rank] > q->load_errors) q->load_errors = q->rank_fails[rank];
+        load_failed(c, id);
+    }
+}
+
+static void check_one(sim_check *c, uint32_t id) {
+    const kv_proxy_req *pq = kv_proxy_slot(c->v.proxy, id);
+    const chk_req *q = &c->req[id];
+    const sim_req_plan *plan = &c->v.cfg->req[id];
+    uint32_t want_out = plan->max_tokens ? plan->max_tokens : 1u;
+    static const char *const out_name[] = {"pending", "ok", "error", "aborted"};
+    const char *got = out_name[pq->outcome & 3u];
+    char why[160];
+    chk_causes_str(q->causes, why, sizeof why);
+    /* armed: requests held to "ends ok" (rule 1, or rule 2 under recompute) */
+    bool recompute = c->v.cfg->policy == KV_POLICY_RECOMPUTE;
+    c->v.res->armed[KV_INV_OUTCOME] += !q->causes || (recompute && !q->fatal);
+    if (!q->causes) {
+        if (pq->outcome != KV_OUT_OK)
+            kv_violate(c->v.env, KV_INV_OUTCOME, chk_d_of(c, id), id,
+                       "request %u ended %s (D status %s, phase %s) but no fault touched it: it should end ok", id,
+                       got, kv_req_status_name((kv_req_status)q->d_status), kv_phase_name((kv_phase)q->d_phase));
+        else if (q->d_status != KV_RS_FINISHED_LENGTH_CAPPED || q->d_output != want_out)
+            kv_violate(c->v.env, KV_INV_OUTCOME, chk_d_of(c, id), id,
+                       "request %u ended ok with %u of its %u tokens (D status %s) and no fault touched it", id,
+                       q->d_output, want_out, kv_req_status_name((kv_req_status)q->d_status));
+        else if (q->load_errors)
+            kv_violate(c->v.env, KV_INV_OUTCOME, chk_d_of(c, id), id,
+                       "request %u: D reported its load failed in %u steps but no fault touched it", id, q->load_errors);
+        return;
+    }
+    if (pq->outcome == KV_OUT_ABORTED && !(q->causes & (1u << SIM_F_ABORT))) {
+        kv_violate(c->v.env, KV_INV_OUTCOME, chk_d_of(c, id), id,
+                   "request %u ended aborted but no abort touched it (touched by: %s)", id, why);
+        return;
+    }
+    if (recompute && pq->outcome == KV_OUT_ERROR && !q->fatal) {
+        kv_violate(c->v.env, KV_INV_OUTCOME, chk_d_of(c, id), id,
+                   "request %u ended in error under policy recompute; only %s touched it, which a recompute "
+                   "survives",
+                   id, why);
+        return;
+    }
+    if (q->load_errors > q->n_touch)
+        kv_violate(c->v.env, KV_INV_OUTCOME, chk_d_of(c, id), id,
+                   "request %u: D reported its load failed in %u steps; only %u causes touched it (%s)", id,
+                   q->load_errors, q->n_touch, why);
+}
+
+void chk_outcome_end(sim_check *c) {
+    for (uint32_t id = 0; id < chk_n_reqs(c) && !chk_violated(c); id++) check_one(c, id);
+}
