@@ -646,7 +646,7 @@ static void advance_generated(kv_engine *e) {
     }
 }
 
-static bool has_work(const kv_engine *e) { return e->live != 0; }
+static bool has_work(const kv_engine *e) { return e->live != 0 || e->n_inq != 0; }
 
 static void sched_update(kv_engine *e) {
     e->busy = false;
@@ -686,7 +686,7 @@ static void on_add(kv_engine *e, const kv_req_spec *sp) {
                 !s ? "every request slot is live" : sp->prompt_len == 0 ? "empty prompt" : "longer than the KV cache",
                 e->cfg.reqs_max, need, max_tok);
         kv_m_req_done d = {.engine = e->cfg.index, .id = sp->id, .status = KV_RS_FINISHED_ERROR,
-                           .phase = KV_PH_DONE};
+                           .phase = KV_PH_DONE, .refused = 1};
         if (e->cfg.proxy_actor != KV_ACTOR_NONE)
             kv_rt_post(e->rt, e->cfg.proxy_actor, KV_M_REQ_DONE, &d, sizeof d);
         return;
@@ -710,7 +710,6 @@ static void on_add(kv_engine *e, const kv_req_spec *sp) {
     s->seq = e->next_seq++;
     set_phase(e, s);
     e->waiting[e->n_waiting++] = slot_of(e, s);
-    arm_tick(e, 0);
 }
 
 static void on_abort(kv_engine *e, uint32_t id) {
@@ -718,7 +717,35 @@ static void on_abort(kv_engine *e, uint32_t id) {
     if (!s || kv_req_status_finished((kv_req_status)s->r.status)) return;
     e->stats.aborts++;
     finish_req(e, s, KV_RS_FINISHED_ABORTED);
+}
+
+static void apply_input(kv_engine *e, const kv_engine_input *in) {
+    if (in->kind == KV_M_ADD_REQ) on_add(e, &in->spec);
+    else on_abort(e, in->spec.id);
+}
+
+/* A client request or abort arrived: it waits for the next schedule. A
+ * full queue (a proxy far ahead of the table) refuses a request now; an
+ * abort is never lost, so it then applies at once. */
+static void enqueue_input(kv_engine *e, uint32_t kind, const void *payload, uint32_t len) {
+    kv_engine_input in = {.kind = kind};
+    memcpy(&in.spec, payload, len < sizeof in.spec ? len : sizeof in.spec);
+    if (e->n_inq < KV_ENGINE_INQ(e->cfg.reqs_max)) {
+        e->inq[e->n_inq++] = in;
+    } else {
+        kv_logf(e->env, KV_LOG_WARN, "engine %u: input queue full; %s %u applied now", e->cfg.index,
+                kind == KV_M_ADD_REQ ? "request" : "abort of", in.spec.id);
+        if (kind == KV_M_ADD_REQ) in.spec.prompt_len = 0; /* refused: turned away below */
+        apply_input(e, &in);
+    }
     arm_tick(e, 0);
+}
+
+/* _process_input_queue: everything that arrived since the last schedule,
+ * in arrival order. */
+static void drain_input(kv_engine *e) {
+    for (uint32_t i = 0; i < e->n_inq; i++) apply_input(e, &e->inq[i]);
+    e->n_inq = 0;
 }
 
 /* ---- STEP_RESULT packing ------------------------------------------------------- */
@@ -786,11 +813,13 @@ static void sched_handle(void *self, const kv_msg *m) {
     kv_engine *e = self;
     kv_owner_check(e->env, &e->owner, e->cfg.index);
     switch (m->kind) {
-    case KV_M_ADD_REQ: on_add(e, m->payload); break;
-    case KV_M_ABORT: on_abort(e, ((const kv_m_abort *)m->payload)->id); break;
+    case KV_M_ADD_REQ:
+    case KV_M_ABORT: enqueue_input(e, m->kind, m->payload, m->len); break;
     case KV_M_TICK:
         e->tick_armed = false;
-        if (!e->busy) sched_step(e);
+        if (e->busy) break;
+        drain_input(e);
+        sched_step(e);
         break;
     case KV_M_STEP_RESULT:
         if (kv_step_result_unpack(m->payload, m->len, &e->rx)) on_step_result(e, &e->rx);
@@ -829,7 +858,8 @@ kv_status kv_engine_new(const kv_env *env, kv_rt *rt, const kv_engine_cfg *cfg, 
     e->waiting = kv_alloc_scratch(env, cap * sizeof e->waiting[0]);
     e->running = kv_alloc_scratch(env, cap * sizeof e->running[0]);
     e->step.req = kv_alloc_scratch(env, cap * sizeof e->step.req[0]);
-    if (!e->req || !e->waiting || !e->running || !e->step.req) {
+    e->inq = kv_alloc_scratch(env, KV_ENGINE_INQ(cap) * sizeof e->inq[0]);
+    if (!e->req || !e->waiting || !e->running || !e->step.req || !e->inq) {
         kv_engine_free(e);
         return KV_ENOMEM;
     }
@@ -858,11 +888,18 @@ void kv_engine_free(kv_engine *e) {
     kv_conn_sched_free(e, &e->conn);
     for (uint32_t g = 0; g < KV_GROUPS_MAX; g++)
         if (e->pool[g].meta) kv_pool_deinit(&e->pool[g]);
+    kv_release(e->env, e->inq);
     kv_release(e->env, e->step.req);
     kv_release(e->env, e->running);
     kv_release(e->env, e->waiting);
     kv_release(e->env, e->req);
     kv_release(e->env, e);
+}
+
+bool kv_engine_inq_has(const kv_engine *e, uint32_t id) {
+    for (uint32_t i = 0; i < e->n_inq; i++)
+        if (e->inq[i].kind == KV_M_ADD_REQ && e->inq[i].spec.id == id) return true;
+    return false;
 }
 
 uint32_t kv_engine_live_reqs(const kv_engine *e) {

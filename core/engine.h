@@ -10,8 +10,11 @@
  *   connector actors  spawned by the connector's worker half (P2P: sender on
  *                     P, receiver on D), one set per rank
  * The scheduler and its workers are synchronous per step, as in vLLM:
- * TICK -> schedule -> EXECUTE to every rank -> STEP_RESULT from every rank
- * -> update_from_output -> next TICK after the step's model cost. */
+ * TICK -> input queue -> schedule -> EXECUTE to every rank -> STEP_RESULT
+ * from every rank -> update_from_output -> next TICK after the step's model
+ * cost. Client requests and aborts wait in the input queue and are applied
+ * only between steps, right before a schedule, as vLLM's engine core busy
+ * loop takes them (_process_input_queue, then step). */
 #ifndef KVCONN_CORE_ENGINE_H
 #define KVCONN_CORE_ENGINE_H
 
@@ -174,6 +177,16 @@ typedef struct kv_engine_stats {
 
 typedef struct kv_worker kv_worker;
 
+/* One entry of the engine's input queue: a client request (ADD_REQ, the
+ * whole spec) or an abort (ABORT, spec.id only). Each request is added and
+ * aborted at most once, so two per request slot hold any step's arrivals;
+ * the rest is room for a proxy that outpaces the table. */
+typedef struct kv_engine_input {
+    uint32_t kind;            /* KV_M_ADD_REQ or KV_M_ABORT */
+    kv_req_spec spec;
+} kv_engine_input;
+#define KV_ENGINE_INQ(reqs_max) (2u * (reqs_max) + 8u)
+
 typedef struct kv_engine {
     kv_owner owner;            /* the scheduler actor */
     const kv_env *env;         /* borrowed */
@@ -190,6 +203,10 @@ typedef struct kv_engine {
     uint32_t *running;            /* [cfg.reqs_max] slot indices, admission order */
     uint32_t n_running;
     uint32_t next_seq;
+    kv_engine_input *inq;         /* [KV_ENGINE_INQ(cfg.reqs_max)] client requests and aborts
+                                   * since the last schedule, FIFO: applied in order right
+                                   * before the next one (vLLM's input queue) */
+    uint32_t n_inq;
     kv_id_list finished_recving_kv;  /* finished_recving_kv_req_ids */
     kv_id_list failed_recving_kv;    /* failed_recving_kv_req_ids */
     kv_id_list finished_since_step;  /* finished_req_ids for the next step */
@@ -235,6 +252,8 @@ void kv_engine_free(kv_engine *e);
 uint32_t kv_engine_live_reqs(const kv_engine *e);
 void kv_engine_pool_report(const kv_engine *e, uint32_t group, kv_pool_report *out);
 const kv_sreq *kv_engine_find(const kv_engine *e, uint32_t id);
+/* Is request id waiting in the input queue (arrived, not yet applied)? */
+bool kv_engine_inq_has(const kv_engine *e, uint32_t id);
 /* Connector-side state still held for some request (0 at clean quiescence). */
 uint32_t kv_engine_conn_state(const kv_engine *e);
 

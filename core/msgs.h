@@ -82,6 +82,7 @@ typedef struct kv_m_req_done {
     uint32_t status;     /* kv_req_status */
     uint32_t num_output;
     uint32_t phase;      /* kv_phase the request was in when it ended */
+    uint32_t refused;    /* 1: turned away on arrival, never admitted */
 } kv_m_req_done;
 
 typedef struct kv_m_boot_query {

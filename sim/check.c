@@ -55,7 +55,6 @@ void sim_check_event(sim_check *c, uint32_t actor, const kv_msg *m) {
     case CHK_ACTOR_SCHED:
         /* Pools change only on their engine's scheduler actor (the owner). */
         chk_pool_event(c, a->engine);
-        if (m->kind == KV_M_ADD_REQ) chk_outcome_add(c, a->engine, m);
         if (m->kind == KV_M_STEP_RESULT) {
             chk_outcome_step_result(c, a->engine, m);
             chk_hold_sched(c, a->engine);

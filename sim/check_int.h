@@ -92,7 +92,6 @@ void chk_live_end(sim_check *c, bool timed_out);
 void chk_outcome_begin(sim_check *c);
 void chk_outcome_fault(sim_check *c, const sim_fault *f);
 void chk_outcome_done(sim_check *c, const kv_m_req_done *d);
-void chk_outcome_add(sim_check *c, uint32_t engine, const kv_msg *m);
 void chk_outcome_store(sim_check *c);
 void chk_outcome_submit(sim_check *c, const kv_msg *m);
 void chk_outcome_pull(sim_check *c, const kv_msg *m);

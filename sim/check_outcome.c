@@ -96,6 +96,10 @@ void chk_outcome_fault(sim_check *c, const sim_fault *f) {
 void chk_outcome_done(sim_check *c, const kv_m_req_done *d) {
     if (d->id >= chk_n_reqs(c)) return;
     chk_req *q = &c->req[d->id];
+    if (d->refused) { /* turned away on arrival (no free slot, or it can never fit) */
+        chk_touch(c, d->id, CHK_C_TURNED_AWAY);
+        q->fatal = true;
+    }
     if (d->engine == q->p_engine && !q->p_done_ns) q->p_done_ns = chk_now(c);
     if (d->engine != chk_d_of(c, d->id) || q->d_done) return;
     q->d_done = true;
@@ -103,17 +107,6 @@ void chk_outcome_done(sim_check *c, const kv_m_req_done *d) {
     q->d_output = d->num_output;
     q->d_phase = d->phase;
     q->d_end_ns = chk_now(c);
-}
-
-/* After an engine handled ADD_REQ: a request it does not hold now was
- * turned away (no free slot, or it can never fit). */
-void chk_outcome_add(sim_check *c, uint32_t engine, const kv_msg *m) {
-    if (m->len < sizeof(kv_req_spec)) return;
-    kv_req_spec sp;
-    memcpy(&sp, m->payload, sizeof sp);
-    if (sp.id >= chk_n_reqs(c) || kv_engine_find(c->v.eng[engine], sp.id)) return;
-    chk_touch(c, sp.id, CHK_C_TURNED_AWAY);
-    c->req[sp.id].fatal = true;
 }
 
 /* After the store's event: keys it evicted to make room (its capacity is

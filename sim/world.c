@@ -341,9 +341,13 @@ static void sort_items(sim_world *w) {
 static void count_abort_phases(sim_world *w, uint32_t id) {
     bool any = false;
     for (uint32_t i = 0; i < w->n_eng; i++) {
-        const kv_sreq *s = w->down[i] ? NULL : kv_engine_find(w->eng[i], id);
-        if (!s || s->phase >= KV_PH_COUNT) continue;
-        w->res->fault_phase[SIM_F_ABORT][s->phase]++;
+        if (w->down[i]) continue;
+        const kv_sreq *s = kv_engine_find(w->eng[i], id);
+        uint32_t ph = s ? s->phase : KV_PH_COUNT;
+        if (!s && kv_engine_inq_has(w->eng[i], id)) /* arrived, waiting for the next schedule */
+            ph = w->eng[i]->cfg.role == KV_ROLE_PRODUCER ? KV_PH_P_QUEUED : KV_PH_D_QUEUED;
+        if (ph >= KV_PH_COUNT) continue;
+        w->res->fault_phase[SIM_F_ABORT][ph]++;
         any = true;
     }
     if (!any) w->res->fault_phase[SIM_F_ABORT][KV_PH_DONE]++;
