@@ -132,6 +132,9 @@ static void drop_hash(kv_block_pool *p, uint32_t id) {
     if (s < p->index_cap && p->index_block[s] == id) index_remove_slot(p, s);
     if (p->meta[id].on_free) p->n_free_cached--;
     p->meta[id].hash = 0;
+    /* the evicted content is gone from the index: no later hit finds it */
+    POOL_ASSERT(p, kv_pool_lookup(p, h) != id, "engine %u group %u block %u: hash %llx still indexed after its drop",
+                p->engine, p->group, id, (unsigned long long)h);
 }
 
 /* ---- free list ----------------------------------------------------------- */

@@ -200,6 +200,11 @@ static void remove_skipped(kv_engine *e, kv_sreq *s) {
  * blocks: forget_cached). */
 static void cache_blocks(kv_engine *e, kv_sreq *s, uint32_t upto) {
     if (!e->cfg.prefix_caching) return;
+    /* only computed KV may be found by a later prefix hit */
+    if (!ENG_ASSERT(e, upto <= s->r.num_computed && s->cached_blocks <= KV_REQ_BLOCKS_MAX,
+                    "engine %u request %u: caching %u tokens of %u computed (%u blocks cached)", e->cfg.index, s->r.id,
+                    upto, s->r.num_computed, s->cached_blocks))
+        return;
     uint32_t full = upto / e->cfg.block_size;
     for (uint32_t pos = s->cached_blocks; pos < full && pos < KV_REQ_BLOCKS_MAX; pos++) {
         for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
@@ -316,6 +321,11 @@ static void delete_req(kv_engine *e, kv_sreq *s) {
 static void finish_req(kv_engine *e, kv_sreq *s, kv_req_status st) {
     kv_req_status was = (kv_req_status)s->r.status;
     uint32_t slot = slot_of(e, s);
+    /* a live request ends, with an end status (the edge itself is the
+     * request setter's SCHED-ASSERT, as in vLLM) */
+    if (!ENG_ASSERT(e, slot < e->cfg.reqs_max && (e->live >> slot & 1u) && kv_req_status_finished(st),
+                    "engine %u request %u: finish of slot %u as %s", e->cfg.index, s->r.id, slot, kv_req_status_name(st)))
+        return;
     list_remove(e->waiting, &e->n_waiting, slot);
     list_remove(e->running, &e->n_running, slot);
     set_status(e, s, st);
@@ -438,6 +448,11 @@ static bool admit_new(kv_engine *e, kv_sreq *s, uint32_t budget, kv_match *m) {
     if (e->conn.ops->get_num_new_matched_tokens(e->conn.self, &s->r, hit, m) != KV_OK) return false;
     if (!m->ready) return false;
     uint32_t n = kv_req_num_tokens(&s->r);
+    /* a connector never offers more than the request has (the sizes below
+     * are n - hit - ext) */
+    if (!ENG_ASSERT(e, hit + m->ext <= n, "engine %u request %u: local hit %u + external %u of %u tokens (connector %s)",
+                    e->cfg.index, s->r.id, hit, m->ext, n, e->conn.ops->name))
+        return false;
     /* A remote load allocates the whole prompt, so D's table has P's length
      * (P sends its last n blocks; vLLM's N-1 rule for mamba models would
      * leave D one block short and shift every block by one position). */
@@ -452,6 +467,11 @@ static bool admit_new(kv_engine *e, kv_sreq *s, uint32_t budget, kv_match *m) {
         return false;
     }
     e->conn.ops->update_state_after_alloc(e->conn.self, &s->r, &s->r.blocks, m->ext);
+    /* admitted: it computed its local hit and holds blocks for that and
+     * everything it will load */
+    ENG_ASSERT(e, s->r.num_computed == hit && s->r.blocks.n[0] * e->cfg.block_size >= hit + m->ext,
+               "engine %u request %u admitted with %u computed (hit %u), %u blocks for %u external", e->cfg.index,
+               s->r.id, s->r.num_computed, hit, s->r.blocks.n[0], m->ext);
     return true;
 }
 
@@ -559,6 +579,12 @@ static bool release_waiting_holder(kv_engine *e, uint32_t from) {
     for (uint32_t i = e->n_waiting; i-- > from;) {
         kv_sreq *s = &e->req[e->waiting[i]];
         if (s->r.status == KV_RS_WAITING_FOR_REMOTE_KVS || !kv_blocks_any(&s->r.blocks)) continue;
+        /* a holder waits (it never ran with these blocks, or was preempted
+         * and took KV in since): nothing in flight writes them */
+        if (!ENG_ASSERT(e, s->r.status == KV_RS_WAITING || s->r.status == KV_RS_PREEMPTED,
+                        "engine %u request %u: releasing the blocks of a %s request", e->cfg.index, s->r.id,
+                        kv_req_status_name((kv_req_status)s->r.status)))
+            continue;
         free_blocks(e, s);
         s->r.num_computed = 0;
         s->local_hit = 0;
@@ -710,6 +736,13 @@ static void advance_generated(kv_engine *e) {
         if (!s || s->r.status != KV_RS_RUNNING) continue;
         remove_skipped(e, s);
         if (s->r.num_computed < kv_req_num_tokens(&s->r)) continue; /* chunked prefill */
+        /* a token is generated once everything before it is computed, and
+         * never past max_tokens (that step finishes the request) */
+        if (!ENG_ASSERT(e, s->r.num_computed == kv_req_num_tokens(&s->r) && s->r.num_output < s->r.max_tokens,
+                        "engine %u request %u: generating with %u of %u tokens computed, output %u of %u",
+                        e->cfg.index, s->r.id, s->r.num_computed, kv_req_num_tokens(&s->r), s->r.num_output,
+                        s->r.max_tokens))
+            continue;
         cache_blocks(e, s, s->r.num_computed);
         s->r.num_output++;
         if (s->r.num_output >= s->r.max_tokens) finish_req(e, s, KV_RS_FINISHED_LENGTH_CAPPED);
@@ -1031,6 +1064,12 @@ kv_status kv_engine_new(const kv_env *env, kv_rt *rt, const kv_engine_cfg *cfg, 
         kv_engine_free(e);
         return st;
     }
+    /* built: a pool per group, a connector half, a worker per rank, and
+     * the scheduler's invariants from the start */
+    for (uint32_t r = 0; r < cfg->tp; r++)
+        ENG_ASSERT(e, e->worker[r] && e->worker[r]->rank == r && e->conn.ops, "engine %u: rank %u of %u built as %d",
+                   cfg->index, r, cfg->tp, e->worker[r] ? (int)e->worker[r]->rank : -1);
+    sched_invariants(e);
     *out = e;
     return KV_OK;
 }

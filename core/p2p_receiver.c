@@ -164,6 +164,10 @@ static kv_status grant_batch(kv_p2p_receiver *r, rcv_batch *b) {
         kv_status st = kvt_reg(w->t, w->kv[b->n_grants], bytes, KVT_MEM_HOST, &b->grant[b->n_grants]);
         if (st != KV_OK) return st;
     }
+    /* every group granted: P writes each group only through this batch's */
+    KV_ASSERT(w->env, w->cfg.index, b->n_grants == w->cfg.n_groups && b->n_grants <= KV_GROUPS_MAX,
+              "engine %u rank %u receiver: batch %u has %u grants for %u groups", w->cfg.index, w->rank, b->id,
+              b->n_grants, w->cfg.n_groups);
     return KV_OK;
 }
 
@@ -283,6 +287,13 @@ static kv_status send_meta(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
 /* receive_kv: one task per paired P rank, all sharing the batch's metas. */
 static void receive_kv(kv_p2p_receiver *r, uint32_t slot) {
     rcv_batch *b = &r->batch[slot];
+    /* a batch starts once: used, its engine known, nothing granted or sent */
+    if (!RCV_ASSERT(r, b->used && !b->waiting_boot && b->engine < KV_ENGINES_MAX && r->agent[b->engine].known &&
+                           b->n_tasks == 0 && b->n_grants == 0,
+                    "engine %u rank %u receiver: batch %u starts (used %d, waiting_boot %d, engine %u, %u tasks, %u grants)",
+                    r->w->cfg.index, r->w->rank, b->id, (int)b->used, (int)b->waiting_boot, b->engine, b->n_tasks,
+                    b->n_grants))
+        return;
     rcv_agent *a = &r->agent[b->engine];
     uint32_t ranks[KV_TP_MAX];
     b->n_tasks = kv_p2p_paired_ranks(r->w->cfg.tp, r->w->rank, a->tp, ranks);
@@ -310,6 +321,9 @@ static void receive_kv(kv_p2p_receiver *r, uint32_t slot) {
 }
 
 static void query_bootstrap(kv_p2p_receiver *r, uint32_t engine) {
+    if (!RCV_ASSERT(r, engine < KV_ENGINES_MAX, "engine %u rank %u receiver: query for engine %u", r->w->cfg.index,
+                    r->w->rank, engine))
+        return;
     rcv_agent *a = &r->agent[engine];
     if (a->querying) return;
     a->querying = true;
@@ -331,6 +345,11 @@ static uint32_t new_batch(kv_p2p_receiver *r, uint32_t engine) {
 
 static void start_batch(kv_p2p_receiver *r, uint32_t slot) {
     rcv_batch *b = &r->batch[slot];
+    /* on_flush checked every remote engine before batching it */
+    if (!RCV_ASSERT(r, b->used && b->engine < KV_ENGINES_MAX && b->n_reqs > 0,
+                    "engine %u rank %u receiver: batch %u for engine %u with %u requests", r->w->cfg.index, r->w->rank,
+                    b->id, b->engine, b->n_reqs))
+        return;
     if (r->agent[b->engine].known) {
         receive_kv(r, slot);
         return;

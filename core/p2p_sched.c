@@ -112,6 +112,9 @@ static void sw_clip(const p2p_sched *c, const kv_block_table *in, uint32_t from,
         if (e->cfg.group[g].kind == KV_GROUP_MAMBA && in->n[g] > start) start = in->n[g] - 1;
         first_pos[g] = start;
         for (uint32_t i = start; i < in->n[g]; i++) out->id[g][out->n[g]++] = in->id[g][i];
+        /* the clip is the table's tail, from the position it names */
+        Q_ASSERT(c, start <= in->n[g] && first_pos[g] + out->n[g] == in->n[g], "engine %u group %u: clip from %u of %u",
+                 e->cfg.index, g, start, in->n[g]);
     }
 }
 

@@ -272,6 +272,9 @@ static void fail_waiting(kv_p2p_sender *s, snd_pull *p) {
         snd_entry *e = find_entry(s, q->tid);
         if (e && e->p_req == KV_REQ_NONE && e->sending == 0) entry_clear(s, e);
     }
+    /* nothing of this pull waits any more: the next response answers all */
+    SND_ASSERT(s, waiting_reqs(p) == 0, "engine %u rank %u sender: batch %u still waits for %u requests",
+               s->w->cfg.index, s->w->rank, p->batch, waiting_reqs(p));
 }
 
 /* The ready-wait deadline passed. */
@@ -372,6 +375,11 @@ static void try_progress(kv_p2p_sender *s, uint32_t slot) {
             uint32_t ranks[KV_TP_MAX];
             e->need_send = kv_p2p_paired_ranks(s->w->cfg.tp, s->w->rank, p->d_tp, ranks);
             e->need_set = true;
+            /* validate_pull accepted only a D layout paired with this rank:
+             * at least one D rank waits for these blocks */
+            SND_ASSERT(s, e->need_send >= 1 && e->need_send <= KV_TP_MAX,
+                       "engine %u rank %u sender: tid %u needs %u sends (D TP %u)", s->w->cfg.index, s->w->rank,
+                       e->tid, e->need_send, p->d_tp);
         }
         q->ok = plan_request(&c, e, q) ? 1 : 0;
     }
@@ -458,6 +466,11 @@ static void on_pull(kv_p2p_sender *s, kvt_peer peer, const kv_wire_xfer_meta *m)
         whole_error(s, peer, m->batch, base == SND_PREQS_MAX ? "sender busy" : "cannot reach D");
         return;
     }
+    /* preq_take's run and a free pull slot (the decoder bounded n_reqs) */
+    if (!SND_ASSERT(s, slot < SND_PULLS_MAX && base + m->n_reqs <= s->n_preqs && m->n_reqs <= KV_PULL_REQS_MAX,
+                    "engine %u rank %u sender: pull into slot %u at request slots %u+%u of %u", s->w->cfg.index,
+                    s->w->rank, slot, base, m->n_reqs, s->n_preqs))
+        return;
     snd_pull *p = &s->pull[slot];
     uint32_t gen = p->gen + 1;
     *p = (snd_pull){.used = true, .gen = gen, .ctrl_peer = peer, .data_peer = data_peer,

@@ -9,8 +9,8 @@
  *
  * Owner of everything here: the worker main actor.
  *
- * Invariants (p2p_worker_invariants, O(1), asserted by every hook that
- * changes this half, in every build; INV-ASSERT, core/assert.h):
+ * Invariants (p2p_worker_invariants, O(1), at every step's bind and after
+ * every message, in every build; INV-ASSERT, core/assert.h):
  *   K1 exactly one of sender (P) and receiver (D) exists, the one of the
  *      engine's role, with its actor;
  *   K2 a step's metadata is bound only while the worker runs that step
@@ -56,10 +56,14 @@ static bool p2p_worker_invariants(const p2p_worker *c) {
 static void bind(void *self, const void *meta) {
     p2p_worker *c = self;
     kv_owner_check(c->w->env, &c->owner, c->w->cfg.index);
-    /* K2: the previous step's metadata was cleared */
-    PW_ASSERT(c, c->meta == NULL && meta != NULL, "engine %u rank %u p2p worker: bind over a bound step (%d) or to none (%d)",
-              c->w->cfg.index, c->w->rank, c->meta != NULL, meta == NULL);
-    c->meta = meta;
+    /* K1, K3 at every step's start; K2: the previous step's metadata was
+     * cleared. A broken half binds nothing, so start_load (which asserts
+     * a binding) posts nothing to an actor it may no longer know. */
+    bool ok = p2p_worker_invariants(c) &&
+              PW_ASSERT(c, c->meta == NULL && meta != NULL,
+                        "engine %u rank %u p2p worker: bind over a bound step (%d) or to none (%d)", c->w->cfg.index,
+                        c->w->rank, c->meta != NULL, meta == NULL);
+    c->meta = ok ? meta : NULL;
 }
 
 static void start_load(void *self) {

@@ -41,6 +41,10 @@ static void on_done(kv_proxy *p, const kv_m_req_done *d);
 /* Request q is done on engine e with an error, as if e had replied so
  * (its process died, or it is down). */
 static void fail_at(kv_proxy *p, const kv_proxy_req *q, uint32_t e) {
+    /* one of the request's own engines */
+    if (!PX_ASSERT(p, e == q->p_engine || e == q->d_engine, "proxy: request %u failed at engine %u (P %u, D %u)", q->id,
+                   e, q->p_engine, q->d_engine))
+        return;
     kv_m_req_done d = {.engine = e, .id = q->id, .status = KV_RS_FINISHED_ERROR, .phase = KV_PH_DONE};
     on_done(p, &d);
 }
@@ -134,6 +138,10 @@ static void on_abort(kv_proxy *p, uint32_t id) {
     kv_proxy_req *q = slot(p, id);
     if (!q->used || q->id != id || q->outcome != KV_OUT_PENDING || q->aborted) return;
     q->aborted = 1;
+    /* engines checked at submit: they index the actor table */
+    if (!PX_ASSERT(p, q->p_engine < KV_ENGINES_MAX && q->d_engine < KV_ENGINES_MAX, "proxy: request %u at engines %u/%u",
+                   id, q->p_engine, q->d_engine))
+        return;
     kv_m_abort a = {.id = id};
     if (q->sent_p && !q->p_done) kv_rt_post(p->rt, p->engine_actor[q->p_engine], KV_M_ABORT, &a, sizeof a);
     if (q->sent_d && !q->d_done) kv_rt_post(p->rt, p->engine_actor[q->d_engine], KV_M_ABORT, &a, sizeof a);

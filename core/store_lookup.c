@@ -111,6 +111,10 @@ static void start_next(kv_store_lookup *l) {
 /* Flags are laid out group-major, then rank, then position. */
 static uint32_t best_hit(const kv_store_lookup *l, const kv_wire_store *m) {
     const kv_engine_cfg *cfg = &l->w->cfg;
+    /* only the lookup in flight has a reply, and it asked for >= 1 block */
+    if (!SL_ASSERT(l, l->busy && l->max_k >= 1, "engine %u store lookup: reply with busy %d, max_k %u", cfg->index,
+                   (int)l->busy, l->max_k))
+        return 0;
     uint32_t per_group = cfg->tp * l->max_k;
     if (m->n != cfg->n_groups * per_group) return 0;
     for (uint32_t k = l->max_k; k > 0; k--) {

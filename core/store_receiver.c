@@ -137,6 +137,8 @@ static void end_batch(kv_store_receiver *r, bool failed_all) {
     } else {
         r->next += r->batch_n;
     }
+    XR_ASSERT(r, r->next <= r->n_items, "engine %u rank %u store recv: cursor %u past %u items", r->w->cfg.index,
+              r->w->rank, r->next, r->n_items);
     if (!get_batch(r)) job_done(r);
 }
 
@@ -146,6 +148,10 @@ static void on_get(kv_store_receiver *r, const kv_wire_store *m) {
         return;
     }
     uint32_t off = 0;
+    /* the reply's count matched our batch: its items are ours */
+    if (!XR_ASSERT(r, r->next + m->n <= r->n_items, "engine %u rank %u store recv: reply of %u from item %u of %u",
+                   r->w->cfg.index, r->w->rank, m->n, r->next, r->n_items))
+        return;
     for (uint32_t i = 0; i < m->n; i++) {
         const rcv_item *it = &r->item[r->next + i];
         if (!m->flag[i]) {

@@ -253,6 +253,8 @@ static void on_new(store_sched *c, uint32_t id) {
 }
 
 static void on_cached(store_sched *c, uint32_t id, bool resumed) {
+    /* a consumer never saves (build skips it) */
+    if (!SS_ASSERT(c, !consumer(c), "engine %u store: cached request %u on a consumer", c->e->cfg.index, id)) return;
     const kv_sreq *s = engine_req(c, id);
     ss_req *q = find(c, id, false);
     if (!s || !q) return;
