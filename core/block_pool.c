@@ -19,7 +19,8 @@
  * operation is ignored so the pool stays consistent.
  *
  * Invariants (kv_pool_invariants, O(1), asserted on return from every
- * mutating entry point in every build; INV-ASSERT, core/assert.h):
+ * mutating entry point in every build, kv_pool_tag checking the one its
+ * tag moves, P5; INV-ASSERT, core/assert.h):
  *   P1 n_free <= capacity - 1 (the null block is never free);
  *   P2 the free list is empty exactly when n_free is 0: head == 0 and
  *      tail == 0 then, both nonzero otherwise;
@@ -139,7 +140,7 @@ static void drop_hash(kv_block_pool *p, uint32_t id) {
 
 /* ---- free list ----------------------------------------------------------- */
 
-static void list_unlink(kv_block_pool *p, uint32_t id) {
+static inline void list_unlink(kv_block_pool *p, uint32_t id) {
     kv_block_meta *m = &p->meta[id];
     /* unlinking a block that is not on the list would splice its stale
      * links into the list (and count n_free down for nothing) */
@@ -156,7 +157,7 @@ static void list_unlink(kv_block_pool *p, uint32_t id) {
     if (m->hash) p->n_free_cached--;
 }
 
-static void list_append(kv_block_pool *p, uint32_t id) {
+static inline void list_append(kv_block_pool *p, uint32_t id) {
     kv_block_meta *m = &p->meta[id];
     if (!POOL_ASSERT(p, !m->on_free && m->ref_cnt == 0 && id != KV_NULL_BLOCK,
                      "engine %u group %u block %u: append with on_free %u, ref_cnt %u", p->engine, p->group, id,
@@ -174,7 +175,19 @@ static void list_append(kv_block_pool *p, uint32_t id) {
 
 /* ---- invariants ---------------------------------------------------------- */
 
+/* P1-P6 as one branch-free test: the pool's every transition pays this. */
+static bool pool_invariants_hold(const kv_block_pool *p) {
+    uint32_t usable = p->capacity - 1u;
+    uint64_t held = (uint64_t)p->n_tag[KV_BT_OWNED] + p->n_tag[KV_BT_PINNED] + p->n_tag[KV_BT_INFLIGHT];
+    return (p->capacity >= 1u) & (p->n_free <= usable) & ((p->head == 0) == (p->n_free == 0)) &
+           ((p->tail == 0) == (p->n_free == 0)) & (p->n_free_cached <= p->n_free) &
+           (p->n_free_cached <= p->n_cached_index) & (p->n_cached_index <= usable) & (held + p->n_free == usable) &
+           (p->meta[KV_NULL_BLOCK].ref_cnt == 0) & (p->meta[KV_NULL_BLOCK].on_free == 0);
+}
+
 bool kv_pool_invariants(const kv_block_pool *p) {
+    if (KV_LIKELY(pool_invariants_hold(p))) return true;
+    /* one failed: the assertions below name which */
     uint32_t usable = p->capacity - 1u;
     if (!POOL_ASSERT(p, p->capacity >= 1u && p->n_free <= usable, "engine %u group %u: n_free %u of %u usable",
                      p->engine, p->group, p->n_free, usable))
@@ -201,7 +214,7 @@ bool kv_pool_invariants(const kv_block_pool *p) {
 }
 
 /* B1, B2 for one block an operation just changed. */
-static bool block_ok(const kv_block_pool *p, uint32_t id) {
+static inline bool block_ok(const kv_block_pool *p, uint32_t id) {
     const kv_block_meta *m = &p->meta[id];
     return POOL_ASSERT(p, (m->ref_cnt == 0) == (m->on_free == 1) && (m->on_free || (!m->prev && !m->next)) &&
                               (m->on_free || m->tag <= KV_BT_INFLIGHT),
@@ -209,16 +222,20 @@ static bool block_ok(const kv_block_pool *p, uint32_t id) {
                        id, m->ref_cnt, m->on_free, m->tag, m->prev, m->next);
 }
 
-/* The postcondition of every mutating entry point: P1-P6, and in checked
- * builds P7 every walk_period transitions. */
-static void pool_transition_done(kv_block_pool *p) {
-    if (!kv_pool_invariants(p) || !KV_CHECKED) return;
-    /* every 64th transition up to 128 blocks, every 256th at 512, ...: the
-     * walk costs about two blocks per transition on any pool size */
+/* Checked builds: P7 every walk_period transitions. Every 64th up to 128
+ * blocks, every 256th at 512, ...: the walk costs about two blocks per
+ * transition on any pool size. */
+static void pool_walk_sampled(kv_block_pool *p) {
+    if (!KV_CHECKED) return;
     uint32_t period = 64u * ((p->capacity + 127u) / 128u);
     if (++p->walk_tick < period) return;
     p->walk_tick = 0;
     pool_walk(p, KV_INV_ASSERT);
+}
+
+/* The postcondition of every mutating entry point: P1-P6, then P7 sampled. */
+static void pool_transition_done(kv_block_pool *p) {
+    if (kv_pool_invariants(p)) pool_walk_sampled(p);
 }
 
 /* ---- lifecycle ----------------------------------------------------------- */
@@ -416,8 +433,14 @@ void kv_pool_tag(kv_block_pool *p, uint32_t id, kv_block_tag tag) {
     if (p->meta[id].tag <= KV_BT_INFLIGHT) p->n_tag[p->meta[id].tag]--;
     p->meta[id].tag = (uint8_t)tag;
     p->n_tag[tag]++;
-    block_ok(p, id);
-    pool_transition_done(p);
+    /* a tag moves one held block between held classes: of P1-P6 only P5's
+     * counts change (the engine tags every block of a table: the hot path) */
+    if (block_ok(p, id) &&
+        POOL_ASSERT(p, p->n_tag[KV_BT_OWNED] + p->n_tag[KV_BT_PINNED] + p->n_tag[KV_BT_INFLIGHT] + p->n_free == p->capacity - 1u,
+                    "engine %u group %u block %u: tagged %u, owned %u + pinned %u + inflight %u + free %u != %u",
+                    p->engine, p->group, id, (unsigned)tag, p->n_tag[KV_BT_OWNED], p->n_tag[KV_BT_PINNED],
+                    p->n_tag[KV_BT_INFLIGHT], p->n_free, p->capacity - 1u))
+        pool_walk_sampled(p);
 }
 
 bool kv_pool_is_held(const kv_block_pool *p, uint32_t id) {

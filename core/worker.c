@@ -11,8 +11,9 @@
  *   G3 the tails (last written block per request) are keyed by id mod
  *      KV_WORKER_TAILS.
  * The frozen step of an EXECUTE is our own scheduler's (asserted: at most
- * reqs_max requests, each table the engine's groups, every block id within
- * this rank's memory, a step number); the STEP_RESULT it packs fits
+ * reqs_max requests, a step number, every block id within this rank's
+ * memory; in checked builds each table the engine's groups covering the
+ * tokens to compute); the STEP_RESULT it packs fits
  * KV_STEP_RESULT_PACKED_MAX. */
 #include "core/worker.h"
 
@@ -75,16 +76,17 @@ static void forward(kv_worker *w, const kv_step *st) {
     }
 }
 
-/* The frozen step our scheduler published: within its table, each request
- * with the engine's groups, tokens to compute within its table. */
+/* The frozen step our scheduler published: within its table (cheap), each
+ * request with the engine's groups and tokens to compute within its table
+ * (a walk of the step: checked builds). */
 static bool step_ok(const kv_worker *w, const kv_step *st) {
     if (!WK_ASSERT(w, st && st->n_reqs <= w->cfg.reqs_max && st->step_no > 0,
                    "engine %u rank %u worker: EXECUTE of step %llu with %u requests of %u", w->cfg.index, w->rank,
                    st ? (unsigned long long)st->step_no : 0ull, st ? st->n_reqs : 0u, w->cfg.reqs_max))
         return false;
-    for (uint32_t i = 0; i < st->n_reqs; i++) {
+    for (uint32_t i = 0; KV_CHECKED && i < st->n_reqs; i++) {
         const kv_step_req *q = &st->req[i];
-        if (!WK_ASSERT(w, q->blocks.n_groups == w->cfg.n_groups && q->num_scheduled > 0 &&
+        if (!KV_ASSERT_CHECKED(w->env, w->cfg.index, q->blocks.n_groups == w->cfg.n_groups && q->num_scheduled > 0 &&
                               q->computed_before + q->num_scheduled <= q->num_tokens &&
                               kv_cdiv(q->computed_before + q->num_scheduled, w->cfg.block_size) <= q->blocks.n[0],
                        "engine %u rank %u worker: step %llu request %u: %u groups, [%u, +%u) of %u tokens, %u blocks",
