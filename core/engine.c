@@ -663,8 +663,15 @@ static void handle_load_errors(kv_engine *e) {
             continue;
         }
         e->stats.recomputes++;
-        if (s->r.status == KV_RS_WAITING_FOR_REMOTE_KVS) kv_id_list_add(&e->failed_recving_kv, s->r.id);
-        else s->r.num_computed = s->local_hit;
+        if (s->r.status == KV_RS_WAITING_FOR_REMOTE_KVS) {
+            /* a lost failure would let the load count as done: the list
+             * holds live requests only, so it has room */
+            bool kept = kv_id_list_add(&e->failed_recving_kv, s->r.id);
+            ENG_ASSERT(e, kept, "engine %u request %u: failed_recving_kv full (%u)", e->cfg.index, s->r.id,
+                       e->failed_recving_kv.n);
+        } else {
+            s->r.num_computed = s->local_hit;
+        }
     }
 }
 

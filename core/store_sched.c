@@ -239,7 +239,8 @@ static const kv_sreq *engine_req(const store_sched *c, uint32_t id) { return kv_
 
 static void on_new(store_sched *c, uint32_t id) {
     const kv_sreq *s = engine_req(c, id);
-    if (!s) return;
+    /* scheduled this step: the engine has it */
+    if (!SS_ASSERT(c, s != NULL, "engine %u store: new request %u is not live", c->e->cfg.index, id)) return;
     ss_req *q = find(c, id, true);
     if (!q) return;
     q->tokens = s->tokens;
@@ -276,6 +277,10 @@ static void pending_loads(store_sched *c, const kv_sched_output *so) {
         if (kv_id_list_has(&so->new_reqs, q->id) || kv_id_list_has(&so->cached_reqs, q->id)) continue;
         kv_store_load_spec spec = q->spec;
         q->has_spec = false;
+        /* T3: what GNMT made of a hit */
+        if (!SS_ASSERT(c, spec.kvpool_cached > spec.vllm_cached, "engine %u store request %u: LoadSpec [%u, %u)",
+                       c->e->cfg.index, q->id, spec.vllm_cached, spec.kvpool_cached))
+            continue;
         bool before_fix = kv_bug_on(c->e->cfg.bugs, KV_BUG_STORE_EMPTY_BLOCK_TABLE) ||
                           kv_bug_on(c->e->cfg.bugs, KV_BUG_STORE_REJECTED_LOAD_SAVE);
         if (!spec.can_load && !before_fix) continue; /* a rejected speculative load is dropped */
