@@ -67,6 +67,11 @@ static inline bool kv_assert_ok(bool ok) { return ok; }
 #define KV_ASSERT(env, engine, cond, ...) \
     kv_assert_ok(KV_LIKELY(cond) || kv_assert_fail((env), (engine), __FILE__, __LINE__, #cond, __VA_ARGS__))
 
+/* For invariant walks: true when id[0..n) are pairwise distinct; else
+ * *a < *b index a pair of equal ids. O(n^2) in the ids given: a walk
+ * gathers the ids of its used slots first (usually few of a table). */
+bool kv_ids_distinct(const uint32_t *id, uint32_t n, uint32_t *a, uint32_t *b);
+
 #ifdef KVCONN_CHECKED
 #define KV_CHECKED 1
 #define KV_ASSERT_CHECKED(env, engine, cond, ...) KV_ASSERT(env, engine, cond, __VA_ARGS__)

@@ -107,6 +107,17 @@ bool kv_assert_fail(const kv_env *env, uint32_t engine, const char *file, int li
     return false;
 }
 
+bool kv_ids_distinct(const uint32_t *id, uint32_t n, uint32_t *a, uint32_t *b) {
+    for (uint32_t j = 1; j < n; j++)
+        for (uint32_t i = 0; i < j; i++)
+            if (id[i] == id[j]) {
+                *a = i;
+                *b = j;
+                return false;
+            }
+    return true;
+}
+
 void kv_owner_check_slow(const kv_env *env, const kv_owner *o, uint32_t engine) {
     kv_violate(env, KV_INV_OWNER, engine, KV_REQ_NONE, "%s owned by actor %u touched by actor %u",
                o->what ? o->what : "structure", o->actor, kv_current_actor(env));

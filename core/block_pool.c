@@ -36,10 +36,10 @@
  *   P7 (checked builds) the structural walk of kv_pool_check: the free list
  *      is a simple path of n_free blocks with consistent back links, the
  *      counters equal a recount, and index entries and hashed blocks are one
- *      to one. It walks the whole pool, so it runs on every init and reset
- *      and every walk_period transitions (about two blocks per transition on
- *      any pool size), reported as INV-ASSERT; the checker calls the same
- *      walk as INV-CONSERVE.
+ *      to one. It walks the whole pool, so it runs every walk_period
+ *      transitions (about two blocks per transition on any pool size),
+ *      reported as INV-ASSERT; the checker calls the same walk as
+ *      INV-CONSERVE.
  *
  * Everything is deterministic: no pointer-order iteration, no randomness. */
 #include "core/block_pool.h"
@@ -255,7 +255,6 @@ static void pool_fill(kv_block_pool *p) {
     /* a fresh pool: every usable block free, in id order */
     POOL_ASSERT(p, p->n_free == p->capacity - 1u, "engine %u group %u: %u free after fill of %u", p->engine,
                 p->group, p->n_free, p->capacity);
-    if (KV_CHECKED) pool_walk(p, KV_INV_ASSERT);
 }
 
 static uint32_t index_cap_for(uint32_t capacity) {

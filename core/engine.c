@@ -39,7 +39,8 @@
  *      length (allocate_slots: all groups or none); it is queued exactly
  *      when it is not finished, and held (delay_free) only when finished;
  *   W4 ids are unique among live slots (find() relies on it);
- *   W5 every real block of a live request's table is held in its pool;
+ *   W5 every real block of a live request's table is held in its pool
+ *      (after a TICK or a STEP_RESULT: where tables grow or change);
  *   W6 finished_recving_kv names live requests in WAITING_FOR_REMOTE_KVS,
  *      failed_recving_kv live requests.
  * Pre- and postconditions of the helpers below name what they rely on:
@@ -976,8 +977,8 @@ static bool sched_walk_queues(const kv_engine *e, uint64_t *queued) {
     return true;
 }
 
-/* W3, W5 for the live slot i. */
-static bool sched_walk_slot(const kv_engine *e, uint32_t i, bool queued) {
+/* W3 for the live slot i, and W5 when blocks is set. */
+static bool sched_walk_slot(const kv_engine *e, uint32_t i, bool queued, bool blocks) {
     const kv_sreq *s = &e->req[i];
     const kv_req *r = &s->r;
     if (!ENG_ASSERT_CHECKED(e, s->used && e->live_id[i] == r->id, "engine %u slot %u: used %d, live_id %u, id %u",
@@ -997,7 +998,7 @@ static bool sched_walk_slot(const kv_engine *e, uint32_t i, bool queued) {
         if (!ENG_ASSERT_CHECKED(e, r->blocks.n[g] == r->blocks.n[0], "engine %u request %u: group %u has %u blocks, group 0 %u",
                                 e->cfg.index, r->id, g, r->blocks.n[g], r->blocks.n[0]))
             return false;
-        for (uint32_t b = 0; b < r->blocks.n[g]; b++) {
+        for (uint32_t b = 0; blocks && b < r->blocks.n[g]; b++) {
             uint32_t id = r->blocks.id[g][b];
             if (!ENG_ASSERT_CHECKED(e, id == KV_NULL_BLOCK || kv_pool_is_held(&e->pool[g], id),
                                     "engine %u request %u group %u position %u: block %u not held (%s)", e->cfg.index,
@@ -1008,18 +1009,20 @@ static bool sched_walk_slot(const kv_engine *e, uint32_t i, bool queued) {
     return true;
 }
 
-/* W1-W6: the whole table. Checked builds. */
-static bool sched_walk(const kv_engine *e) {
+/* W1-W6: the whole table, W5 (every block of every table: the walk's
+ * bulk) when blocks is set. Checked builds. */
+static bool sched_walk(const kv_engine *e, bool blocks) {
     uint64_t queued;
     if (!sched_walk_queues(e, &queued)) return false;
     for (uint64_t m = e->live; m; m &= m - 1) {
         uint32_t i = (uint32_t)__builtin_ctzll(m);
-        if (!sched_walk_slot(e, i, queued >> i & 1u)) return false;
-        for (uint64_t n = m & (m - 1); n; n &= n - 1) /* W4 */
-            if (!ENG_ASSERT_CHECKED(e, e->live_id[__builtin_ctzll(n)] != e->live_id[i],
-                                    "engine %u: request %u live in slots %u and %u", e->cfg.index, e->live_id[i], i,
-                                    (uint32_t)__builtin_ctzll(n)))
-                return false;
+        if (!sched_walk_slot(e, i, queued >> i & 1u, blocks)) return false;
+        /* W4 as find() sees it: each live id leads back to its own slot (a
+         * duplicate sends one of the two to the other's) */
+        const kv_sreq *f = find((kv_engine *)e, e->live_id[i]);
+        if (!ENG_ASSERT_CHECKED(e, f == &e->req[i], "engine %u: request %u of slot %u is found in slot %d", e->cfg.index,
+                                e->live_id[i], i, f ? (int)slot_of(e, f) : -1))
+            return false;
     }
     for (uint32_t k = 0; k < e->finished_recving_kv.n + e->failed_recving_kv.n; k++) { /* W6 */
         bool fin = k < e->finished_recving_kv.n;
@@ -1035,12 +1038,17 @@ static bool sched_walk(const kv_engine *e) {
 
 /* The scheduler actor's handler: sched_handle between the invariants, on
  * entry (E1-E5) and after the transition it made (E1-E5, and W1-W6 in
- * checked builds). */
+ * checked builds). A request gains blocks only in a step (TICK) and
+ * changes tables in update_from_output (the last STEP_RESULT); elsewhere
+ * blocks are only freed, with their request: W5 runs after those two. A
+ * WAKE changes nothing but the tick flags. */
 static void sched_actor(void *self, const kv_msg *m) {
     const kv_engine *e = self;
     sched_invariants(e);
     sched_handle(self, m);
-    if (sched_invariants(e) && KV_CHECKED) sched_walk(e);
+    /* a WAKE only arms a TICK (E4 covers the flags): no walk */
+    if (sched_invariants(e) && KV_CHECKED && m->kind != KV_M_WAKE)
+        sched_walk(e, m->kind == KV_M_TICK || m->kind == KV_M_STEP_RESULT);
 }
 
 /* ---- construction and views -------------------------------------------------- */

@@ -66,21 +66,20 @@ static bool multi_sched_invariants(const multi_sched *c) {
 
 /* M3. Checked builds. */
 static bool multi_sched_walk(const multi_sched *c) {
+    uint32_t ids[KV_ENGINE_REQS_MAX], n = 0, a, b;
     for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) {
         const ms_req *q = &c->req[i];
         if (!q->used) continue;
+        ids[n++] = q->id;
         if (!MS_ASSERT_CHECKED(c, q->chosen >= -1 && q->chosen < (int32_t)KV_MULTI_CHILDREN &&
                                       q->had_hit < (1u << KV_MULTI_CHILDREN) &&
                                       (q->chosen < 0 || (q->had_hit >> q->chosen & 1u)),
                                "engine %u multi request %u: chosen %d, hits %x", c->e->cfg.index, q->id, (int)q->chosen,
                                q->had_hit))
             return false;
-        for (uint32_t j = i + 1; j < KV_ENGINE_REQS_MAX; j++)
-            if (!MS_ASSERT_CHECKED(c, !c->req[j].used || c->req[j].id != q->id,
-                                   "engine %u multi request %u in slots %u and %u", c->e->cfg.index, q->id, i, j))
-                return false;
     }
-    return true;
+    return MS_ASSERT_CHECKED(c, kv_ids_distinct(ids, n, &a, &b), "engine %u multi request %u chosen twice (%u used)",
+                             c->e->cfg.index, ids[a], n);
 }
 
 static ms_req *find(multi_sched *c, uint32_t id, bool create) {

@@ -43,18 +43,16 @@ static bool multi_worker_invariants(const multi_worker *c) {
 
 /* N2. Checked builds. */
 static bool multi_worker_walk(const multi_worker *c) {
+    uint32_t ids[KV_ENGINE_REQS_MAX], n = 0, a, b;
     for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) {
         if (!c->hold[i].n) continue;
+        ids[n++] = c->hold[i].id;
         if (!MW_ASSERT_CHECKED(c, c->hold[i].n <= KV_MULTI_CHILDREN, "engine %u rank %u multi worker: hold of %u by %u",
                                c->w->cfg.index, c->w->rank, c->hold[i].id, c->hold[i].n))
             return false;
-        for (uint32_t j = i + 1; j < KV_ENGINE_REQS_MAX; j++)
-            if (!MW_ASSERT_CHECKED(c, !c->hold[j].n || c->hold[j].id != c->hold[i].id,
-                                   "engine %u rank %u multi worker: request %u held in slots %u and %u", c->w->cfg.index,
-                                   c->w->rank, c->hold[i].id, i, j))
-                return false;
     }
-    return true;
+    return MW_ASSERT_CHECKED(c, kv_ids_distinct(ids, n, &a, &b), "engine %u rank %u multi worker: request %u held twice (%u holds)",
+                             c->w->cfg.index, c->w->rank, ids[a], n);
 }
 
 static void bind(void *self, const void *meta) {

@@ -122,18 +122,19 @@ static bool store_sched_walk_slot(const store_sched *c, uint32_t i) {
                            "engine %u store request %u: tracker saved %u of prefill %u (tokens %u)", c->e->cfg.index,
                            q->id, t->num_saved, t->prefill_end, t->token_len))
         return false;
-    for (uint32_t j = i + 1; j < c->e->cfg.reqs_max; j++)
-        if (!SS_ASSERT_CHECKED(c, !c->req[j].used || c->req[j].id != q->id, "engine %u store request %u in slots %u and %u",
-                               c->e->cfg.index, q->id, i, j))
-            return false;
     return true;
 }
 
 /* T2-T4: every slot. Checked builds. */
 static bool store_sched_walk(const store_sched *c) {
-    for (uint32_t i = 0; i < c->e->cfg.reqs_max; i++)
-        if (c->req[i].used && !store_sched_walk_slot(c, i)) return false;
-    return true;
+    uint32_t ids[KV_ENGINE_REQS_MAX], n = 0, a, b;
+    for (uint32_t i = 0; i < c->e->cfg.reqs_max; i++) {
+        if (!c->req[i].used) continue;
+        if (!store_sched_walk_slot(c, i)) return false;
+        ids[n++] = c->req[i].id;
+    }
+    return SS_ASSERT_CHECKED(c, kv_ids_distinct(ids, n, &a, &b), "engine %u store request %u in two slots (%u used)",
+                             c->e->cfg.index, ids[a], n);
 }
 
 static bool consumer(const store_sched *c) { return c->e->cfg.role == KV_ROLE_CONSUMER; }

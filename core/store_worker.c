@@ -80,20 +80,17 @@ static bool store_worker_invariants(const store_worker *c) {
 
 /* V2, V3. Checked builds. */
 static bool store_worker_walk(const store_worker *c) {
+    uint32_t pins[KV_ENGINE_REQS_MAX], orphans[KV_ENGINE_REQS_MAX], np = 0, no = 0, a, b;
     for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) {
-        const sw_pin *p = &c->pin[i];
-        for (uint32_t j = i + 1; j < KV_ENGINE_REQS_MAX; j++) {
-            if (!SW_ASSERT_CHECKED(c, !p->used || !c->pin[j].used || c->pin[j].id != p->id,
-                                   "engine %u rank %u store worker: request %u pinned in slots %u and %u", c->w->cfg.index,
-                                   c->w->rank, p->id, i, j))
-                return false;
-            if (!SW_ASSERT_CHECKED(c, !c->orphan[i].pins || !c->orphan[j].pins || c->orphan[i].id != c->orphan[j].id,
-                                   "engine %u rank %u store worker: request %u orphaned in slots %u and %u",
-                                   c->w->cfg.index, c->w->rank, c->orphan[i].id, i, j))
-                return false;
-        }
+        if (c->pin[i].used) pins[np++] = c->pin[i].id;
+        if (c->orphan[i].pins) orphans[no++] = c->orphan[i].id;
     }
-    return true;
+    if (!SW_ASSERT_CHECKED(c, kv_ids_distinct(pins, np, &a, &b), "engine %u rank %u store worker: request %u pinned twice (%u pins)",
+                           c->w->cfg.index, c->w->rank, pins[a], np))
+        return false;
+    return SW_ASSERT_CHECKED(c, kv_ids_distinct(orphans, no, &a, &b),
+                             "engine %u rank %u store worker: request %u orphaned twice", c->w->cfg.index, c->w->rank,
+                             orphans[a]);
 }
 
 static void store_worker_done(const store_worker *c) {

@@ -426,7 +426,7 @@ Test(assert_sim, store_worker_walk_catches_a_request_pinned_twice) {
     NEED_CHECKED();
     shared_prefix(KV_CONN_STORE);
     at_read = true;
-    run_broken(duplicate_pin, "core/store_worker.c:", "pinned in slots");
+    run_broken(duplicate_pin, "core/store_worker.c:", "pinned twice");
 }
 
 /* Invariant functions (X2, Y2, L2): busy no longer says whether the store
@@ -483,7 +483,7 @@ static bool duplicate_hold(void) {
 Test(assert_sim, multi_worker_walk_catches_a_request_held_twice) {
     NEED_CHECKED();
     shared_prefix(KV_CONN_MULTI_P2P_STORE);
-    run_broken(duplicate_hold, "core/multi_worker.c:", "request 4242 held in slots");
+    run_broken(duplicate_hold, "core/multi_worker.c:", "request 4242 held twice");
 }
 
 /* -- proxy, worker -- */
