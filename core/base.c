@@ -9,6 +9,7 @@
 #include "kvconn/env.h"
 #include "kvconn/status.h"
 #include "kvconn/types.h"
+#include "core/assert.h"
 #include "core/msgs.h"
 
 const char *kv_status_str(kv_status s) {
@@ -79,6 +80,42 @@ void kv_violate(const kv_env *e, kv_inv inv, uint32_t engine, uint32_t req, cons
                       .req = req,
                       .detail = detail};
     e->violation(e->ctx, &v);
+}
+
+/* "core/engine.c" from whatever path the compiler was given. */
+static const char *short_path(const char *file) {
+    const char *last = NULL, *prev = NULL;
+    for (const char *p = file; *p; p++)
+        if (*p == '/') {
+            prev = last;
+            last = p;
+        }
+    return prev ? prev + 1 : file;
+}
+
+bool kv_assert_fail(const kv_env *env, uint32_t engine, const char *file, int line, const char *cond,
+                    const char *fmt, ...) {
+    char what[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    /* kv_violate bounds the whole detail to 256 bytes; the condition text
+     * is cut first so the object and its state survive. */
+    kv_violate(env, KV_INV_ASSERT, engine, KV_REQ_NONE, "%s:%d: assert(%.72s) failed: %s", short_path(file), line,
+               cond, what);
+    return false;
+}
+
+bool kv_ids_distinct(const uint32_t *id, uint32_t n, uint32_t *a, uint32_t *b) {
+    for (uint32_t j = 1; j < n; j++)
+        for (uint32_t i = 0; i < j; i++)
+            if (id[i] == id[j]) {
+                *a = i;
+                *b = j;
+                return false;
+            }
+    return true;
 }
 
 void kv_owner_check_slow(const kv_env *env, const kv_owner *o, uint32_t engine) {

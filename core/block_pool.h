@@ -66,6 +66,7 @@ typedef struct kv_block_pool {
     uint32_t n_free_cached;  /* free-list blocks that keep a hash (CACHED) */
     uint32_t n_tag[3];       /* held blocks per kv_block_tag; the report is O(1) */
     uint64_t evictions;    /* cached blocks reused for new content */
+    uint32_t walk_tick;    /* checked builds: transitions since the last structural walk */
 } kv_block_pool;
 
 /* capacity counts the null block: capacity 25 gives 24 usable blocks. */
@@ -98,7 +99,11 @@ bool kv_pool_is_held(const kv_block_pool *p, uint32_t id);
 void kv_pool_report_get(const kv_block_pool *p, kv_pool_report *out);
 /* Full structural check (free list consistent, counts add up, index points
  * at blocks with that hash). Reports INV-CONSERVE and returns false on the
- * first problem. Linear time; for checked builds and the checker. */
+ * first problem. Linear time; for the checker. The pool runs the same walk
+ * itself in checked builds, sampled, as an INV-ASSERT (block_pool.c P7). */
 bool kv_pool_check(const kv_block_pool *p);
+/* P1-P6 of block_pool.c: O(1), each an INV-ASSERT naming engine and group;
+ * true when all hold. Every mutating entry point asserts them on return. */
+bool kv_pool_invariants(const kv_block_pool *p);
 
 #endif

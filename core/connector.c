@@ -1,8 +1,14 @@
 /* core/connector.c — the connector factory: builds, frees and inspects
  * either half of every configuration (p2p, store, and the MultiConnector
- * of both in either order). */
+ * of both in either order).
+ *
+ * The free and state dispatchers go by a half's ops name, and take any name
+ * but "p2p" and "store" for a MultiConnector. So the factory's
+ * postcondition (asserted, INV-ASSERT: core/assert.h): a half it built has
+ * ops, state, and the name of the kind asked for. */
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/msgs.h"
 #include "core/multi.h"
 #include "core/p2p.h"
@@ -27,6 +33,19 @@ uint32_t kv_conn_kind_parse(const char *name) {
 
 bool kv_conn_kind_has_store(uint32_t kind) { return kind >= KV_CONN_STORE && kind < KV_CONN_KIND_COUNT; }
 
+static const char *family_of(kv_conn_kind kind) {
+    return kind == KV_CONN_P2P ? "p2p" : kind == KV_CONN_STORE ? "store" : "multi";
+}
+
+/* The factory's postcondition: a built half carries its kind's name. */
+static kv_status built(const kv_env *env, uint32_t engine, kv_status st, kv_conn_kind kind, const char *name,
+                       const void *self) {
+    if (st != KV_OK) return st;
+    KV_ASSERT(env, engine, name && self && !strcmp(name, family_of(kind)), "engine %u connector %s: built as %s (state %d)",
+              engine, kv_conn_kind_name(kind), name ? name : "-", self != NULL);
+    return st;
+}
+
 static void children(kv_conn_kind kind, kv_conn_kind out[KV_MULTI_CHILDREN]) {
     bool p2p_first = kind == KV_CONN_MULTI_P2P_STORE;
     out[0] = p2p_first ? KV_CONN_P2P : KV_CONN_STORE;
@@ -35,14 +54,16 @@ static void children(kv_conn_kind kind, kv_conn_kind out[KV_MULTI_CHILDREN]) {
 
 kv_status kv_conn_sched_new(kv_engine *e, kv_conn_kind kind, kv_conn_sched *out) {
     kv_conn_kind kids[KV_MULTI_CHILDREN];
+    kv_status st = KV_EINVAL;
     switch (kind) {
-    case KV_CONN_P2P: return kv_p2p_sched_new(e, out);
-    case KV_CONN_STORE: return kv_store_sched_new(e, out);
+    case KV_CONN_P2P: st = kv_p2p_sched_new(e, out); break;
+    case KV_CONN_STORE: st = kv_store_sched_new(e, out); break;
     case KV_CONN_MULTI_P2P_STORE:
-    case KV_CONN_MULTI_STORE_P2P: children(kind, kids); return kv_multi_sched_new(e, kids, out);
-    case KV_CONN_KIND_COUNT: break;
+    case KV_CONN_MULTI_STORE_P2P: children(kind, kids); st = kv_multi_sched_new(e, kids, out); break;
+    case KV_CONN_KIND_COUNT: return KV_EINVAL;
     }
-    return KV_EINVAL;
+    return built(e->env, e->cfg.index, st, kind, st == KV_OK && out->ops ? out->ops->name : NULL,
+                 st == KV_OK ? out->self : NULL);
 }
 
 void kv_conn_sched_free(kv_engine *e, kv_conn_sched *c) {
@@ -61,14 +82,16 @@ uint32_t kv_conn_sched_state(const kv_conn_sched *c) {
 
 kv_status kv_conn_worker_new(kv_worker *w, kv_conn_kind kind, kv_conn_worker *out) {
     kv_conn_kind kids[KV_MULTI_CHILDREN];
+    kv_status st = KV_EINVAL;
     switch (kind) {
-    case KV_CONN_P2P: return kv_p2p_worker_new(w, out);
-    case KV_CONN_STORE: return kv_store_worker_new(w, out);
+    case KV_CONN_P2P: st = kv_p2p_worker_new(w, out); break;
+    case KV_CONN_STORE: st = kv_store_worker_new(w, out); break;
     case KV_CONN_MULTI_P2P_STORE:
-    case KV_CONN_MULTI_STORE_P2P: children(kind, kids); return kv_multi_worker_new(w, kids, out);
-    case KV_CONN_KIND_COUNT: break;
+    case KV_CONN_MULTI_STORE_P2P: children(kind, kids); st = kv_multi_worker_new(w, kids, out); break;
+    case KV_CONN_KIND_COUNT: return KV_EINVAL;
     }
-    return KV_EINVAL;
+    return built(w->env, w->cfg.index, st, kind, st == KV_OK && out->ops ? out->ops->name : NULL,
+                 st == KV_OK ? out->self : NULL);
 }
 
 void kv_conn_worker_free(kv_worker *w, kv_conn_worker *c) {

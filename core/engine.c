@@ -18,18 +18,51 @@
  *    spent; requests holding loaded KV are not blocked behind an
  *    unadmittable head; a request about to preempt itself, or a step that
  *    would schedule nothing with nothing in flight, first makes a waiting
- *    holder of loaded KV give its blocks back (it recomputes). */
+ *    holder of loaded KV give its blocks back (it recomputes).
+ *
+ * Invariants of the scheduler object (sched_invariants, O(1), on entry to
+ * and return from every message in every build; sched_walk, the whole
+ * table, on return in checked builds; INV-ASSERT, core/assert.h):
+ *   E1 n_waiting <= reqs_max, n_running <= min(reqs_max, max_running);
+ *   E2 no live bit at or above reqs_max;
+ *   E3 n_waiting + n_running <= reqs_max (and, W1, the queued slots are
+ *      distinct live ones);
+ *   E4 busy <=> results_pending > 0, results_pending <= tp, and no TICK is
+ *      armed while busy (a step's news is kept in wake_pending instead);
+ *   E5 the frozen step holds at most reqs_max requests, and the input
+ *      queue at most KV_ENGINE_INQ(reqs_max) entries;
+ *   W1 every queued entry is a live slot, and no slot is queued twice;
+ *   W2 waiting slots are WAITING, WAITING_FOR_REMOTE_KVS or PREEMPTED;
+ *      running slots are RUNNING;
+ *   W3 every live slot: used, live_id[i] is its id, its request keeps
+ *      R1-R4 (core/request.c), its phase is the one its status and hold
+ *      imply (phase_of), its table has the engine's groups, all of the same
+ *      length (allocate_slots: all groups or none); it is queued exactly
+ *      when it is not finished, and held (delay_free) only when finished;
+ *   W4 ids are unique among live slots (find() relies on it);
+ *   W5 every real block of a live request's table is held in its pool
+ *      (after a TICK or a STEP_RESULT: where tables grow or change);
+ *   W6 finished_recving_kv names live requests in WAITING_FOR_REMOTE_KVS,
+ *      failed_recving_kv live requests.
+ * Pre- and postconditions of the helpers below name what they rely on:
+ * preempt a RUNNING request with room at the head of the queue, take remote
+ * KV only WAITING_FOR_REMOTE_KVS, free a live slot, step a request within
+ * its tokens, allocate after the free check without failing, take a prefix
+ * hit the lookup found, merge a STEP_RESULT of one of our ranks. */
 #include "core/engine.h"
 
 #include <stdio.h> /* snprintf only */
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/request.h"
 #include "core/worker.h"
 
 _Static_assert(KV_DIGEST_MEMO_BLOCKS >= KV_REQ_BLOCKS_MAX, "a digest memo covers a request's blocks");
 
 #define ENG_VIOLATE(e, inv, req, ...) kv_violate((e)->env, (inv), (e)->cfg.index, (req), __VA_ARGS__)
+#define ENG_ASSERT(e, cond, ...) KV_ASSERT((e)->env, (e)->cfg.index, cond, __VA_ARGS__)
+#define ENG_ASSERT_CHECKED(e, cond, ...) KV_ASSERT_CHECKED((e)->env, (e)->cfg.index, cond, __VA_ARGS__)
 
 static uint32_t r_max(uint32_t a, uint32_t b) { return a > b ? a : b; }
 
@@ -64,20 +97,24 @@ static void list_remove(uint32_t *list, uint32_t *n, uint32_t slot) {
     }
 }
 
-static void set_phase(kv_engine *e, kv_sreq *s) {
+/* The phase a request's status and hold imply (fault-coverage accounting). */
+static uint32_t phase_of(const kv_engine *e, const kv_sreq *s) {
     bool p = e->cfg.role == KV_ROLE_PRODUCER;
     switch ((kv_req_status)s->r.status) {
     case KV_RS_WAITING:
-    case KV_RS_PREEMPTED: s->phase = p ? KV_PH_P_QUEUED : KV_PH_D_QUEUED; break;
-    case KV_RS_WAITING_FOR_REMOTE_KVS: s->phase = KV_PH_D_WAITING_KV; break;
-    case KV_RS_RUNNING: s->phase = p ? KV_PH_P_PREFILL : KV_PH_D_DECODE; break;
+    case KV_RS_PREEMPTED: return p ? KV_PH_P_QUEUED : KV_PH_D_QUEUED;
+    case KV_RS_WAITING_FOR_REMOTE_KVS: return KV_PH_D_WAITING_KV;
+    case KV_RS_RUNNING: return p ? KV_PH_P_PREFILL : KV_PH_D_DECODE;
     case KV_RS_FINISHED_STOPPED:
     case KV_RS_FINISHED_LENGTH_CAPPED:
     case KV_RS_FINISHED_ABORTED:
     case KV_RS_FINISHED_ERROR:
-    case KV_RS_COUNT: s->phase = s->delay_free && p ? KV_PH_P_HELD : KV_PH_DONE; break;
+    case KV_RS_COUNT: break;
     }
+    return s->delay_free && p ? KV_PH_P_HELD : KV_PH_DONE;
 }
+
+static void set_phase(kv_engine *e, kv_sreq *s) { s->phase = phase_of(e, s); }
 
 static void set_status(kv_engine *e, kv_sreq *s, kv_req_status to) {
     kv_req_set_status(e->env, e->cfg.index, &s->r, to);
@@ -128,14 +165,19 @@ static bool alloc_upto(kv_engine *e, kv_sreq *s, uint32_t upto) {
         kv_block_table *t = &s->r.blocks;
         uint32_t have = t->n[g];
         if (want <= have) continue;
+        /* the free check above covered every group: an allocation that
+         * fails now would leave the table half grown */
+        kv_status st = KV_OK;
         if (e->cfg.group[g].kind == KV_GROUP_MAMBA) {
             uint32_t state = mamba_state(t, g);
-            if (state == KV_NULL_BLOCK) kv_pool_alloc(&e->pool[g], 1, &state);
+            if (state == KV_NULL_BLOCK) st = kv_pool_alloc(&e->pool[g], 1, &state);
             for (uint32_t i = 0; i < want; i++) t->id[g][i] = KV_NULL_BLOCK;
             t->id[g][want - 1] = state; /* one state block, moved to the tail */
         } else {
-            kv_pool_alloc(&e->pool[g], want - have, &t->id[g][have]);
+            st = kv_pool_alloc(&e->pool[g], want - have, &t->id[g][have]);
         }
+        ENG_ASSERT(e, st == KV_OK, "engine %u request %u group %u: allocating %u -> %u blocks after the free check: %s",
+                   e->cfg.index, s->r.id, g, have, want, kv_status_str(st));
         t->n[g] = want;
     }
     return true;
@@ -161,6 +203,11 @@ static void remove_skipped(kv_engine *e, kv_sreq *s) {
  * blocks: forget_cached). */
 static void cache_blocks(kv_engine *e, kv_sreq *s, uint32_t upto) {
     if (!e->cfg.prefix_caching) return;
+    /* only computed KV may be found by a later prefix hit */
+    if (!ENG_ASSERT(e, upto <= s->r.num_computed && s->cached_blocks <= KV_REQ_BLOCKS_MAX,
+                    "engine %u request %u: caching %u tokens of %u computed (%u blocks cached)", e->cfg.index, s->r.id,
+                    upto, s->r.num_computed, s->cached_blocks))
+        return;
     uint32_t full = upto / e->cfg.block_size;
     for (uint32_t pos = s->cached_blocks; pos < full && pos < KV_REQ_BLOCKS_MAX; pos++) {
         for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
@@ -219,13 +266,22 @@ static uint32_t prefix_hit_blocks(const kv_engine *e, kv_sreq *s) {
 static void take_prefix_hit(kv_engine *e, kv_sreq *s, uint32_t k) {
     uint32_t bs = e->cfg.block_size;
     uint64_t parent[KV_GROUPS_MAX] = {0};
+    /* a fresh request: its table is empty, and a hit stays below its length */
+    if (!ENG_ASSERT(e, k <= KV_REQ_BLOCKS_MAX && k * bs < kv_req_num_tokens(&s->r) && s->r.blocks.n[0] == 0,
+                    "engine %u request %u: prefix hit of %u blocks for %u tokens, table of %u", e->cfg.index,
+                    s->r.id, k, kv_req_num_tokens(&s->r), s->r.blocks.n[0]))
+        return;
     for (uint32_t pos = 0; pos < k; pos++) {
         for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
             uint64_t h = parent[g] = kv_block_hash_m(&s->dm, parent[g], pos, g);
             uint32_t id = KV_NULL_BLOCK;
             if (hit_needs(e, g, pos, k)) {
+                /* prefix_hit_blocks found every needed block in this event */
                 id = kv_pool_lookup(&e->pool[g], h);
-                kv_pool_touch(&e->pool[g], id);
+                kv_status st = kv_pool_touch(&e->pool[g], id);
+                ENG_ASSERT(e, id != KV_NULL_BLOCK && st == KV_OK,
+                           "engine %u request %u group %u position %u: prefix hit block %u: %s", e->cfg.index,
+                           s->r.id, g, pos, id, kv_status_str(st));
             }
             s->r.blocks.id[g][pos] = id;
             s->r.blocks.n[g] = pos + 1;
@@ -246,6 +302,18 @@ static void post_done(kv_engine *e, const kv_sreq *s) {
 }
 
 static void delete_req(kv_engine *e, kv_sreq *s) {
+    uint32_t slot = slot_of(e, s);
+    /* a slot is freed once, while live, and never while a queue names it */
+    if (!ENG_ASSERT(e, slot < e->cfg.reqs_max && (e->live >> slot & 1u) && s->used,
+                    "engine %u request %u: delete of slot %u (live %d, used %d)", e->cfg.index, s->r.id, slot,
+                    slot < 64u ? (int)(e->live >> slot & 1u) : -1, (int)s->used))
+        return;
+    for (uint32_t i = 0; KV_CHECKED && i < e->n_waiting + e->n_running; i++) {
+        uint32_t q = i < e->n_waiting ? e->waiting[i] : e->running[i - e->n_waiting];
+        if (!ENG_ASSERT_CHECKED(e, q != slot, "engine %u request %u: deleting slot %u while queued (%s)",
+                                e->cfg.index, s->r.id, slot, i < e->n_waiting ? "waiting" : "running"))
+            return;
+    }
     kv_id_list_remove(&e->finished_recving_kv, s->r.id);
     kv_id_list_remove(&e->failed_recving_kv, s->r.id);
     e->live &= ~(1ull << slot_of(e, s));
@@ -256,6 +324,11 @@ static void delete_req(kv_engine *e, kv_sreq *s) {
 static void finish_req(kv_engine *e, kv_sreq *s, kv_req_status st) {
     kv_req_status was = (kv_req_status)s->r.status;
     uint32_t slot = slot_of(e, s);
+    /* a live request ends, with an end status (the edge itself is the
+     * request setter's SCHED-ASSERT, as in vLLM) */
+    if (!ENG_ASSERT(e, slot < e->cfg.reqs_max && (e->live >> slot & 1u) && kv_req_status_finished(st),
+                    "engine %u request %u: finish of slot %u as %s", e->cfg.index, s->r.id, slot, kv_req_status_name(st)))
+        return;
     list_remove(e->waiting, &e->n_waiting, slot);
     list_remove(e->running, &e->n_running, slot);
     set_status(e, s, st);
@@ -279,6 +352,13 @@ static void finish_req(kv_engine *e, kv_sreq *s, kv_req_status st) {
 /* ---- scheduling ------------------------------------------------------------ */
 
 static void preempt(kv_engine *e, kv_sreq *s) {
+    /* only a running request is preempted, and the waiting queue has room
+     * for it at the head (it held a running slot, so the live slots bound
+     * both queues together) */
+    if (!ENG_ASSERT(e, s->r.status == KV_RS_RUNNING && e->n_waiting < e->cfg.reqs_max,
+                    "engine %u request %u: preempt in %s, n_waiting %u of %u", e->cfg.index, s->r.id,
+                    kv_req_status_name((kv_req_status)s->r.status), e->n_waiting, e->cfg.reqs_max))
+        return;
     list_remove(e->running, &e->n_running, slot_of(e, s));
     free_blocks(e, s);
     s->r.num_computed = 0;
@@ -292,6 +372,13 @@ static void preempt(kv_engine *e, kv_sreq *s) {
 }
 
 static void step_add(kv_engine *e, kv_sched_output *so, kv_sreq *s, uint32_t n, bool is_new) {
+    /* one entry per scheduled request, within its tokens and its table */
+    if (!ENG_ASSERT(e, e->step.n_reqs < e->cfg.reqs_max && n > 0 && n <= kv_req_num_tokens(&s->r) - s->r.num_computed &&
+                           s->r.blocks.n[0] * e->cfg.block_size >= s->r.num_computed + n,
+                    "engine %u request %u: step entry %u of %u for %u tokens (%u of %u computed, table %u blocks)",
+                    e->cfg.index, s->r.id, e->step.n_reqs, e->cfg.reqs_max, n, s->r.num_computed,
+                    kv_req_num_tokens(&s->r), s->r.blocks.n[0]))
+        return;
     kv_step_req *q = &e->step.req[e->step.n_reqs++];
     q->id = s->r.id;
     q->computed_before = s->r.num_computed;
@@ -305,6 +392,10 @@ static void step_add(kv_engine *e, kv_sched_output *so, kv_sreq *s, uint32_t n, 
 
 /* _update_waiting_for_remote_kv */
 static void remote_kv_ready(kv_engine *e, kv_sreq *s) {
+    if (!ENG_ASSERT(e, s->r.status == KV_RS_WAITING_FOR_REMOTE_KVS && kv_id_list_has(&e->finished_recving_kv, s->r.id),
+                    "engine %u request %u: remote KV taken in %s (finished_recving %d)", e->cfg.index, s->r.id,
+                    kv_req_status_name((kv_req_status)s->r.status), (int)kv_id_list_has(&e->finished_recving_kv, s->r.id)))
+        return;
     bool failed = kv_id_list_remove(&e->failed_recving_kv, s->r.id);
     kv_id_list_remove(&e->finished_recving_kv, s->r.id);
     uint32_t n = kv_req_num_tokens(&s->r);
@@ -366,6 +457,11 @@ static bool admit_new(kv_engine *e, kv_sreq *s, uint32_t budget, kv_match *m) {
     if (e->conn.ops->get_num_new_matched_tokens(e->conn.self, &s->r, hit, m) != KV_OK) return false;
     if (!m->ready) return false;
     uint32_t n = kv_req_num_tokens(&s->r);
+    /* a connector never offers more than the request has (the sizes below
+     * are n - hit - ext) */
+    if (!ENG_ASSERT(e, hit + m->ext <= n, "engine %u request %u: local hit %u + external %u of %u tokens (connector %s)",
+                    e->cfg.index, s->r.id, hit, m->ext, n, e->conn.ops->name))
+        return false;
     /* A remote load allocates the whole prompt, so D's table has P's length
      * (P sends its last n blocks; vLLM's N-1 rule for mamba models would
      * leave D one block short and shift every block by one position). */
@@ -380,6 +476,11 @@ static bool admit_new(kv_engine *e, kv_sreq *s, uint32_t budget, kv_match *m) {
         return false;
     }
     e->conn.ops->update_state_after_alloc(e->conn.self, &s->r, &s->r.blocks, m->ext);
+    /* admitted: it computed its local hit and holds blocks for that and
+     * everything it will load */
+    ENG_ASSERT(e, s->r.num_computed == hit && s->r.blocks.n[0] * e->cfg.block_size >= hit + m->ext,
+               "engine %u request %u admitted with %u computed (hit %u), %u blocks for %u external", e->cfg.index,
+               s->r.id, s->r.num_computed, hit, s->r.blocks.n[0], m->ext);
     return true;
 }
 
@@ -432,6 +533,9 @@ static void schedule_waiting(kv_engine *e, kv_sched_output *so, uint32_t *budget
             skipped[n_skipped++] = slot;
             continue;
         }
+        if (!ENG_ASSERT(e, e->n_running < e->cfg.reqs_max, "engine %u request %u: running queue full (%u)",
+                        e->cfg.index, s->r.id, e->n_running))
+            return;
         e->running[e->n_running++] = slot;
         bool resumed = s->r.status == KV_RS_PREEMPTED;
         set_status(e, s, KV_RS_RUNNING);
@@ -441,6 +545,11 @@ static void schedule_waiting(kv_engine *e, kv_sched_output *so, uint32_t *budget
             *budget -= n;
         }
     }
+    /* the skipped were taken off this queue: they fit back */
+    if (!ENG_ASSERT(e, e->n_waiting + n_skipped <= e->cfg.reqs_max,
+                    "engine %u: %u waiting + %u skipped exceed %u slots", e->cfg.index, e->n_waiting, n_skipped,
+                    e->cfg.reqs_max))
+        return;
     memmove(&e->waiting[n_skipped], &e->waiting[0], e->n_waiting * sizeof e->waiting[0]);
     memcpy(&e->waiting[0], skipped, n_skipped * sizeof skipped[0]);
     e->n_waiting += n_skipped;
@@ -449,7 +558,12 @@ static void schedule_waiting(kv_engine *e, kv_sched_output *so, uint32_t *budget
 static void fill_step_blocks(kv_engine *e) {
     for (uint32_t i = 0; i < e->step.n_reqs; i++) {
         const kv_sreq *s = find(e, e->step.req[i].id);
-        if (s) kv_blocks_copy(&e->step.req[i].blocks, &s->r.blocks);
+        /* what this step scheduled is live and running until it is frozen */
+        if (!ENG_ASSERT(e, s && s->r.status == KV_RS_RUNNING, "engine %u step %llu: request %u %s", e->cfg.index,
+                        (unsigned long long)e->step.step_no, e->step.req[i].id,
+                        s ? kv_req_status_name((kv_req_status)s->r.status) : "not live"))
+            continue;
+        kv_blocks_copy(&e->step.req[i].blocks, &s->r.blocks);
     }
 }
 
@@ -474,6 +588,12 @@ static bool release_waiting_holder(kv_engine *e, uint32_t from) {
     for (uint32_t i = e->n_waiting; i-- > from;) {
         kv_sreq *s = &e->req[e->waiting[i]];
         if (s->r.status == KV_RS_WAITING_FOR_REMOTE_KVS || !kv_blocks_any(&s->r.blocks)) continue;
+        /* a holder waits (it never ran with these blocks, or was preempted
+         * and took KV in since): nothing in flight writes them */
+        if (!ENG_ASSERT(e, s->r.status == KV_RS_WAITING || s->r.status == KV_RS_PREEMPTED,
+                        "engine %u request %u: releasing the blocks of a %s request", e->cfg.index, s->r.id,
+                        kv_req_status_name((kv_req_status)s->r.status)))
+            continue;
         free_blocks(e, s);
         s->r.num_computed = 0;
         s->local_hit = 0;
@@ -551,8 +671,15 @@ static void handle_load_errors(kv_engine *e) {
             continue;
         }
         e->stats.recomputes++;
-        if (s->r.status == KV_RS_WAITING_FOR_REMOTE_KVS) kv_id_list_add(&e->failed_recving_kv, s->r.id);
-        else s->r.num_computed = s->local_hit;
+        if (s->r.status == KV_RS_WAITING_FOR_REMOTE_KVS) {
+            /* a lost failure would let the load count as done: the list
+             * holds live requests only, so it has room */
+            bool kept = kv_id_list_add(&e->failed_recving_kv, s->r.id);
+            ENG_ASSERT(e, kept, "engine %u request %u: failed_recving_kv full (%u)", e->cfg.index, s->r.id,
+                       e->failed_recving_kv.n);
+        } else {
+            s->r.num_computed = s->local_hit;
+        }
     }
 }
 
@@ -611,6 +738,10 @@ static void merge_bad_block(kv_engine *e, kv_bad_block b) {
 
 /* Aggregate one rank's output: an id is emitted once every rank reported. */
 static void merge_result(kv_engine *e, const kv_m_step_result *res) {
+    /* a STEP_RESULT is our own worker's (never a peer's): one of our ranks */
+    if (!ENG_ASSERT(e, res->rank < e->cfg.tp, "engine %u step %llu: result from rank %u of %u", e->cfg.index,
+                    (unsigned long long)res->step_no, res->rank, e->cfg.tp))
+        return;
     for (uint32_t i = 0; i < res->out.finished_recving.n; i++) {
         uint32_t id = res->out.finished_recving.id[i];
         kv_sreq *s = find(e, id);
@@ -640,6 +771,13 @@ static void advance_generated(kv_engine *e) {
         if (!s || s->r.status != KV_RS_RUNNING) continue;
         remove_skipped(e, s);
         if (s->r.num_computed < kv_req_num_tokens(&s->r)) continue; /* chunked prefill */
+        /* a token is generated once everything before it is computed, and
+         * never past max_tokens (that step finishes the request) */
+        if (!ENG_ASSERT(e, s->r.num_computed == kv_req_num_tokens(&s->r) && s->r.num_output < s->r.max_tokens,
+                        "engine %u request %u: generating with %u of %u tokens computed, output %u of %u",
+                        e->cfg.index, s->r.id, s->r.num_computed, kv_req_num_tokens(&s->r), s->r.num_output,
+                        s->r.max_tokens))
+            continue;
         cache_blocks(e, s, s->r.num_computed);
         s->r.num_output++;
         if (s->r.num_output >= s->r.max_tokens) finish_req(e, s, KV_RS_FINISHED_LENGTH_CAPPED);
@@ -836,6 +974,139 @@ static void sched_handle(void *self, const kv_msg *m) {
     }
 }
 
+/* ---- invariants ------------------------------------------------------------------ */
+
+/* E1-E5 as one branch-free test: every message pays it twice. */
+static bool sched_invariants_hold(const kv_engine *e) {
+    uint32_t cap = e->cfg.reqs_max;
+    return (e->n_waiting <= cap) & (e->n_running <= cap) & (e->n_running <= e->cfg.max_running) &
+           ((cap >= 64u) | ((e->live >> (cap & 63u)) == 0)) & (e->n_waiting + e->n_running <= cap) &
+           (e->busy == (e->results_pending > 0)) & (e->results_pending <= e->cfg.tp) & !(e->busy & e->tick_armed) &
+           (e->step.n_reqs <= cap) & (e->n_inq <= KV_ENGINE_INQ(cap));
+}
+
+/* E1-E5: O(1). */
+static bool sched_invariants(const kv_engine *e) {
+    if (KV_LIKELY(sched_invariants_hold(e))) return true;
+    /* one failed: the assertions below name which */
+    uint32_t cap = e->cfg.reqs_max;
+    if (!ENG_ASSERT(e, e->n_waiting <= cap && e->n_running <= cap && e->n_running <= e->cfg.max_running,
+                    "engine %u scheduler: n_waiting %u n_running %u, reqs_max %u max_running %u", e->cfg.index,
+                    e->n_waiting, e->n_running, cap, e->cfg.max_running))
+        return false;
+    if (!ENG_ASSERT(e, cap >= 64u || (e->live >> cap) == 0, "engine %u scheduler: live %llx beyond %u slots",
+                    e->cfg.index, (unsigned long long)e->live, cap))
+        return false;
+    /* E3 in full (queued slots are distinct live ones) is W1 of the walk:
+     * without a popcnt instruction the count is a libgcc call */
+    if (!ENG_ASSERT(e, e->n_waiting + e->n_running <= cap, "engine %u scheduler: %u waiting + %u running > %u slots",
+                    e->cfg.index, e->n_waiting, e->n_running, cap))
+        return false;
+    if (!ENG_ASSERT(e, e->busy == (e->results_pending > 0) && e->results_pending <= e->cfg.tp && !(e->busy && e->tick_armed),
+                    "engine %u scheduler: busy %d results_pending %u of %u tick_armed %d", e->cfg.index, (int)e->busy,
+                    e->results_pending, e->cfg.tp, (int)e->tick_armed))
+        return false;
+    return ENG_ASSERT(e, e->step.n_reqs <= cap && e->n_inq <= KV_ENGINE_INQ(cap),
+                      "engine %u scheduler: step %llu holds %u requests of %u; input queue %u", e->cfg.index,
+                      (unsigned long long)e->step.step_no, e->step.n_reqs, cap, e->n_inq);
+}
+
+/* W1, W2: the queues. *queued gets the bit of every queued slot. */
+static bool sched_walk_queues(const kv_engine *e, uint64_t *queued) {
+    *queued = 0;
+    for (uint32_t i = 0; i < e->n_waiting + e->n_running; i++) {
+        bool waiting = i < e->n_waiting;
+        uint32_t slot = waiting ? e->waiting[i] : e->running[i - e->n_waiting];
+        if (!ENG_ASSERT_CHECKED(e, slot < e->cfg.reqs_max && (e->live >> slot & 1u) && !(*queued >> slot & 1u),
+                                "engine %u scheduler: %s[%u] = slot %u (live %llx, queued %llx)", e->cfg.index,
+                                waiting ? "waiting" : "running", waiting ? i : i - e->n_waiting, slot,
+                                (unsigned long long)e->live, (unsigned long long)*queued))
+            return false;
+        *queued |= 1ull << slot;
+        kv_req_status st = (kv_req_status)e->req[slot].r.status;
+        bool ok = waiting ? st == KV_RS_WAITING || st == KV_RS_WAITING_FOR_REMOTE_KVS || st == KV_RS_PREEMPTED
+                          : st == KV_RS_RUNNING;
+        if (!ENG_ASSERT_CHECKED(e, ok, "engine %u scheduler: request %u in the %s queue is %s", e->cfg.index,
+                                e->req[slot].r.id, waiting ? "waiting" : "running", kv_req_status_name(st)))
+            return false;
+    }
+    return true;
+}
+
+/* W3 for the live slot i, and W5 when blocks is set. */
+static bool sched_walk_slot(const kv_engine *e, uint32_t i, bool queued, bool blocks) {
+    const kv_sreq *s = &e->req[i];
+    const kv_req *r = &s->r;
+    if (!ENG_ASSERT_CHECKED(e, s->used && e->live_id[i] == r->id, "engine %u slot %u: used %d, live_id %u, id %u",
+                            e->cfg.index, i, (int)s->used, e->live_id[i], r->id))
+        return false;
+    if (!kv_req_invariants(e->env, e->cfg.index, r)) return false;
+    bool fin = kv_req_status_finished((kv_req_status)r->status);
+    if (!ENG_ASSERT_CHECKED(e, queued == !fin && (!s->delay_free || fin) && s->phase == phase_of(e, s),
+                            "engine %u request %u: %s, queued %d, delay_free %d, phase %s", e->cfg.index, r->id,
+                            kv_req_status_name((kv_req_status)r->status), (int)queued, (int)s->delay_free,
+                            kv_phase_name((kv_phase)s->phase)))
+        return false;
+    if (!ENG_ASSERT_CHECKED(e, r->blocks.n_groups == e->cfg.n_groups, "engine %u request %u: table of %u groups, not %u",
+                            e->cfg.index, r->id, r->blocks.n_groups, e->cfg.n_groups))
+        return false;
+    for (uint32_t g = 0; g < r->blocks.n_groups; g++) {
+        if (!ENG_ASSERT_CHECKED(e, r->blocks.n[g] == r->blocks.n[0], "engine %u request %u: group %u has %u blocks, group 0 %u",
+                                e->cfg.index, r->id, g, r->blocks.n[g], r->blocks.n[0]))
+            return false;
+        for (uint32_t b = 0; blocks && b < r->blocks.n[g]; b++) {
+            uint32_t id = r->blocks.id[g][b];
+            if (!ENG_ASSERT_CHECKED(e, id == KV_NULL_BLOCK || kv_pool_is_held(&e->pool[g], id),
+                                    "engine %u request %u group %u position %u: block %u not held (%s)", e->cfg.index,
+                                    r->id, g, b, id, kv_req_status_name((kv_req_status)r->status)))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* W1-W6: the whole table, W5 (every block of every table: the walk's
+ * bulk) when blocks is set. Checked builds. */
+static bool sched_walk(const kv_engine *e, bool blocks) {
+    uint64_t queued;
+    if (!sched_walk_queues(e, &queued)) return false;
+    for (uint64_t m = e->live; m; m &= m - 1) {
+        uint32_t i = (uint32_t)__builtin_ctzll(m);
+        if (!sched_walk_slot(e, i, queued >> i & 1u, blocks)) return false;
+        /* W4 as find() sees it: each live id leads back to its own slot (a
+         * duplicate sends one of the two to the other's) */
+        const kv_sreq *f = find((kv_engine *)e, e->live_id[i]);
+        if (!ENG_ASSERT_CHECKED(e, f == &e->req[i], "engine %u: request %u of slot %u is found in slot %d", e->cfg.index,
+                                e->live_id[i], i, f ? (int)slot_of(e, f) : -1))
+            return false;
+    }
+    for (uint32_t k = 0; k < e->finished_recving_kv.n + e->failed_recving_kv.n; k++) { /* W6 */
+        bool fin = k < e->finished_recving_kv.n;
+        uint32_t id = fin ? e->finished_recving_kv.id[k] : e->failed_recving_kv.id[k - e->finished_recving_kv.n];
+        const kv_sreq *s = find((kv_engine *)e, id);
+        if (!ENG_ASSERT_CHECKED(e, s && (!fin || s->r.status == KV_RS_WAITING_FOR_REMOTE_KVS),
+                                "engine %u: %s_recving_kv names request %u (%s)", e->cfg.index, fin ? "finished" : "failed",
+                                id, s ? kv_req_status_name((kv_req_status)s->r.status) : "not live"))
+            return false;
+    }
+    return true;
+}
+
+/* The scheduler actor's handler: sched_handle between the invariants, on
+ * entry (E1-E5) and after the transition it made (E1-E5, and W1-W6 in
+ * checked builds). A request gains blocks only in a step (TICK) and
+ * changes tables in update_from_output (the last STEP_RESULT); elsewhere
+ * blocks are only freed, with their request: W5 runs after those two. A
+ * WAKE changes nothing but the tick flags. */
+static void sched_actor(void *self, const kv_msg *m) {
+    const kv_engine *e = self;
+    sched_invariants(e);
+    sched_handle(self, m);
+    /* a WAKE only arms a TICK (E4 covers the flags): no walk */
+    if (sched_invariants(e) && KV_CHECKED && m->kind != KV_M_WAKE)
+        sched_walk(e, m->kind == KV_M_TICK || m->kind == KV_M_STEP_RESULT);
+}
+
 /* ---- construction and views -------------------------------------------------- */
 
 kv_status kv_engine_new(const kv_env *env, kv_rt *rt, const kv_engine_cfg *cfg, kv_conn_kind kind,
@@ -865,7 +1136,7 @@ kv_status kv_engine_new(const kv_env *env, kv_rt *rt, const kv_engine_cfg *cfg, 
     }
     char name[32];
     snprintf(name, sizeof name, "%c%u.sched", cfg->role == KV_ROLE_PRODUCER ? 'P' : 'D', cfg->index);
-    kv_status st = kv_rt_spawn(rt, name, cfg->node, sched_handle, e, 1u << 16, &e->sched_actor);
+    kv_status st = kv_rt_spawn(rt, name, cfg->node, sched_actor, e, 1u << 16, &e->sched_actor);
     e->owner = (kv_owner){.actor = e->sched_actor, .what = "engine scheduler"};
     for (uint32_t g = 0; g < cfg->n_groups && st == KV_OK; g++)
         st = kv_pool_init(&e->pool[g], env, e->sched_actor, cfg->index, g, cfg->pool_blocks + 1);
@@ -878,6 +1149,12 @@ kv_status kv_engine_new(const kv_env *env, kv_rt *rt, const kv_engine_cfg *cfg, 
         kv_engine_free(e);
         return st;
     }
+    /* built: a pool per group, a connector half, a worker per rank, and
+     * the scheduler's invariants from the start */
+    for (uint32_t r = 0; r < cfg->tp; r++)
+        ENG_ASSERT(e, e->worker[r] && e->worker[r]->rank == r && e->conn.ops, "engine %u: rank %u of %u built as %d",
+                   cfg->index, r, cfg->tp, e->worker[r] ? (int)e->worker[r]->rank : -1);
+    sched_invariants(e);
     *out = e;
     return KV_OK;
 }

@@ -14,9 +14,20 @@
  *   request_finished every child is asked; n of them hold the blocks:
  *                    delay = n > 0, and n > 1 becomes a hold; the choice
  *                    is forgotten
- *   update_connector_output, on_message   forwarded to every child */
+ *   update_connector_output, on_message   forwarded to every child
+ * Invariants (multi_sched_invariants: M1-M2, O(1), on every hook's return
+ * in every build; M3 walked after build in checked builds; INV-ASSERT,
+ * core/assert.h):
+ *   M1 cur is 0 or 1; the holds being collected fit (n_holds <=
+ *      KV_ENGINE_REQS_MAX), each for 2..KV_MULTI_CHILDREN children;
+ *   M2 both children exist;
+ *   M3 a used choice: chosen is -1 or a child, had_hit names children only,
+ *      and the chosen child had a hit; ids are unique among used choices.
+ * Hooks assert what the engine promises: request_finished for a finished
+ * request, and at most KV_MULTI_CHILDREN of them holding its blocks. */
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/multi.h"
 
 typedef struct ms_req {
@@ -34,6 +45,42 @@ typedef struct multi_sched {
     kv_multi_meta buf[2];      /* one being built, one frozen */
     uint32_t cur;
 } multi_sched;
+
+#define MS_ASSERT(c, cond, ...) KV_ASSERT((c)->e->env, (c)->e->cfg.index, cond, __VA_ARGS__)
+#define MS_ASSERT_CHECKED(c, cond, ...) KV_ASSERT_CHECKED((c)->e->env, (c)->e->cfg.index, cond, __VA_ARGS__)
+
+/* M1, M2: O(holds) of the meta being built. */
+static bool multi_sched_invariants(const multi_sched *c) {
+    const kv_multi_meta *m = &c->buf[c->cur & 1u];
+    if (!MS_ASSERT(c, c->cur <= 1u && m->n_holds <= KV_ENGINE_REQS_MAX && c->child[0].ops && c->child[1].ops,
+                   "engine %u multi scheduler: buffer %u, %u holds, children %d/%d", c->e->cfg.index, c->cur,
+                   m->n_holds, c->child[0].ops != NULL, c->child[1].ops != NULL))
+        return false;
+    for (uint32_t h = 0; h < m->n_holds; h++)
+        if (!MS_ASSERT(c, m->hold[h].n >= 2u && m->hold[h].n <= KV_MULTI_CHILDREN,
+                       "engine %u multi scheduler: hold of request %u by %u children", c->e->cfg.index, m->hold[h].id,
+                       m->hold[h].n))
+            return false;
+    return true;
+}
+
+/* M3. Checked builds. */
+static bool multi_sched_walk(const multi_sched *c) {
+    uint32_t ids[KV_ENGINE_REQS_MAX], n = 0, a, b;
+    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) {
+        const ms_req *q = &c->req[i];
+        if (!q->used) continue;
+        ids[n++] = q->id;
+        if (!MS_ASSERT_CHECKED(c, q->chosen >= -1 && q->chosen < (int32_t)KV_MULTI_CHILDREN &&
+                                      q->had_hit < (1u << KV_MULTI_CHILDREN) &&
+                                      (q->chosen < 0 || (q->had_hit >> q->chosen & 1u)),
+                               "engine %u multi request %u: chosen %d, hits %x", c->e->cfg.index, q->id, (int)q->chosen,
+                               q->had_hit))
+            return false;
+    }
+    return MS_ASSERT_CHECKED(c, kv_ids_distinct(ids, n, &a, &b), "engine %u multi request %u chosen twice (%u used)",
+                             c->e->cfg.index, ids[a], n);
+}
 
 static ms_req *find(multi_sched *c, uint32_t id, bool create) {
     ms_req *free_slot = NULL;
@@ -75,6 +122,10 @@ static kv_status gnmt(void *self, const kv_req *r, uint32_t num_computed, kv_mat
         q->had_hit = hits;
     }
     if (chosen >= 0) *out = first;
+    /* the answer is the chosen child's, or no external tokens at all */
+    MS_ASSERT(c, chosen >= 0 ? out->ext > 0 : out->ext == 0 && !out->load_async,
+              "engine %u multi GNMT(%u): chosen %d, ext %u, async %d", c->e->cfg.index, r->id, (int)chosen, out->ext,
+              (int)out->load_async);
     return KV_OK;
 }
 
@@ -97,12 +148,17 @@ static const void *build(void *self, const kv_sched_output *so) {
     for (uint32_t i = 0; i < KV_MULTI_CHILDREN; i++) m->child[i] = c->child[i].ops->build_connector_meta(c->child[i].self, so);
     c->cur ^= 1u;
     c->buf[c->cur].n_holds = 0; /* the next build's holds start empty */
+    if (multi_sched_invariants(c) && KV_CHECKED) multi_sched_walk(c);
     return m;
 }
 
 static void request_finished(void *self, kv_req *r, const kv_block_table *blocks, bool *delay) {
     multi_sched *c = self;
     kv_owner_check(c->e->env, &c->owner, c->e->cfg.index);
+    *delay = false;
+    if (!MS_ASSERT(c, kv_req_status_finished((kv_req_status)r->status), "engine %u multi request_finished(%u) in %s",
+                   c->e->cfg.index, r->id, kv_req_status_name((kv_req_status)r->status)))
+        return;
     uint32_t n = 0;
     for (uint32_t i = 0; i < KV_MULTI_CHILDREN; i++) {
         bool d = false;
@@ -114,6 +170,7 @@ static void request_finished(void *self, kv_req *r, const kv_block_table *blocks
     if (n > 1 && m->n_holds < KV_ENGINE_REQS_MAX) m->hold[m->n_holds++] = (kv_multi_hold){.id = r->id, .n = n};
     ms_req *q = find(c, r->id, false);
     if (q) q->used = false;
+    multi_sched_invariants(c);
 }
 
 static void update_output(void *self, kv_conn_output *o) {

@@ -7,9 +7,19 @@
  *   get_finished    each child's sets are merged: recving and failed are
  *                   unions; a sending id under a hold counts it down and is
  *                   emitted at zero, any other passes through
- *   on_message      to the child whose actors send that kind */
+ *   on_message      to the child whose actors send that kind
+ * Invariants (multi_worker_invariants: N1, O(1), on return from bind and
+ * get_finished in every build; N2 walked in checked builds; INV-ASSERT,
+ * core/assert.h):
+ *   N1 both children exist, with different names (one per family);
+ *   N2 a live hold waits for at most KV_MULTI_CHILDREN children; ids are
+ *      unique among live holds (count_down finds the first).
+ * Postconditions: every hold the scheduler published finds a slot (a lost
+ * hold would let the first child's finished_sending free blocks the other
+ * child still sends from). */
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/msgs.h"
 #include "core/multi.h"
 
@@ -21,18 +31,48 @@ typedef struct multi_worker {
     kv_conn_output tmp;         /* scratch: one child's output */
 } multi_worker;
 
+#define MW_ASSERT(c, cond, ...) KV_ASSERT((c)->w->env, (c)->w->cfg.index, cond, __VA_ARGS__)
+#define MW_ASSERT_CHECKED(c, cond, ...) KV_ASSERT_CHECKED((c)->w->env, (c)->w->cfg.index, cond, __VA_ARGS__)
+
+/* N1: O(1). */
+static bool multi_worker_invariants(const multi_worker *c) {
+    return MW_ASSERT(c, c->child[0].ops && c->child[1].ops && strcmp(c->child[0].ops->name, c->child[1].ops->name) != 0,
+                     "engine %u rank %u multi worker: children %s/%s", c->w->cfg.index, c->w->rank,
+                     c->child[0].ops ? c->child[0].ops->name : "-", c->child[1].ops ? c->child[1].ops->name : "-");
+}
+
+/* N2. Checked builds. */
+static bool multi_worker_walk(const multi_worker *c) {
+    uint32_t ids[KV_ENGINE_REQS_MAX], n = 0, a, b;
+    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) {
+        if (!c->hold[i].n) continue;
+        ids[n++] = c->hold[i].id;
+        if (!MW_ASSERT_CHECKED(c, c->hold[i].n <= KV_MULTI_CHILDREN, "engine %u rank %u multi worker: hold of %u by %u",
+                               c->w->cfg.index, c->w->rank, c->hold[i].id, c->hold[i].n))
+            return false;
+    }
+    return MW_ASSERT_CHECKED(c, kv_ids_distinct(ids, n, &a, &b), "engine %u rank %u multi worker: request %u held twice (%u holds)",
+                             c->w->cfg.index, c->w->rank, ids[a], n);
+}
+
 static void bind(void *self, const void *meta) {
     multi_worker *c = self;
     kv_owner_check(c->w->env, &c->owner, c->w->cfg.index);
     const kv_multi_meta *m = meta;
     for (uint32_t i = 0; i < KV_MULTI_CHILDREN; i++)
         c->child[i].ops->bind_connector_metadata(c->child[i].self, m ? m->child[i] : NULL);
-    for (uint32_t h = 0; m && h < m->n_holds; h++)
-        for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++)
+    for (uint32_t h = 0; m && h < m->n_holds; h++) {
+        bool kept = false;
+        for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX && !kept; i++)
             if (!c->hold[i].n) {
                 c->hold[i] = m->hold[h];
-                break;
+                kept = true;
             }
+        /* holds are requests the engine still holds: at most its table */
+        MW_ASSERT(c, kept, "engine %u rank %u multi worker: no slot for the hold of request %u", c->w->cfg.index,
+                  c->w->rank, m->hold[h].id);
+    }
+    if (multi_worker_invariants(c) && KV_CHECKED) multi_worker_walk(c);
 }
 
 static void start_load(void *self) {
@@ -63,6 +103,7 @@ static void get_finished(void *self, const kv_id_list *finished, kv_conn_output 
         for (uint32_t i = 0; i < c->tmp.finished_sending.n; i++)
             if (count_down(c, c->tmp.finished_sending.id[i])) kv_id_list_add(&out->finished_sending, c->tmp.finished_sending.id[i]);
     }
+    multi_worker_invariants(c);
 }
 
 static void load_errors(void *self, kv_bad_blocks *out) {
@@ -84,6 +125,8 @@ static void on_message(void *self, const kv_msg *m) {
             c->child[i].ops->on_message(c->child[i].self, m);
             return;
         }
+    /* like every actor's default branch: an unknown kind is logged, not
+     * asserted (a mailbox can be posted to from outside) */
     kv_logf(c->w->env, KV_LOG_WARN, "multi worker: no child takes message %u", m->kind);
 }
 

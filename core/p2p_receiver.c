@@ -24,9 +24,31 @@
  * Edge -> function: RECV_START on_start; FLUSH on_flush; BOOT_REPLY
  * on_boot_reply; resp on_resp; timer on_timeout; PEER_DOWN on_peer_down.
  * Invariant: a request is reported at most once (reported flag), and every
- * batch whose tasks are all DONE is released. */
+ * batch whose tasks are all DONE is released.
+ *
+ * Numbered (receiver_invariants: R1, O(1), on entry to and return from every
+ * message in every build; receiver_walk: R2-R7 on return in checked builds;
+ * INV-ASSERT, core/assert.h):
+ *   R1 n_req <= RCV_REQS_MAX and n_staged <= n_req;
+ *   R2 every staged index is a used request not yet in a batch;
+ *   R3 a used batch: n_reqs <= KV_PULL_REQS_MAX, n_tasks <= KV_TP_MAX,
+ *      n_grants <= the groups, its engine < KV_ENGINES_MAX; each of its
+ *      requests is used and names this batch; a batch still waiting for the
+ *      bootstrap has no tasks and no grants; a batch with tasks has one not
+ *      DONE (all DONE: it is released) and its grants are all registered;
+ *   R4 every used request is staged or in exactly the batch it names (the
+ *      table leaks no slot: used == staged + the batches' requests);
+ *   R5 a request's count of P ranks yet to confirm is <= its total, and
+ *      total <= KV_TP_MAX;
+ *   R6 a known agent has 1..KV_TP_MAX ranks;
+ *   R7 timer and batch ids only grow (a stale timer never matches).
+ * Preconditions name the rest: a request is reported at most once, a task
+ * is done once, a batch is released once. Messages from our own worker
+ * (RECV_START/FLUSH) and our own timers are asserted on; P's responses and
+ * the bootstrap's replies come from other processes and are validated. */
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/p2p.h"
 
 #define RCV_REQS_MAX (KV_ENGINE_REQS_MAX * 2u)
@@ -93,8 +115,15 @@ struct kv_p2p_receiver {
 
 #define RCV_ENV(r) ((r)->w->env)
 #define RCV_BUG(r, b) kv_bug_on((r)->w->cfg.bugs, (b))
+#define RCV_ASSERT(r, cond, ...) KV_ASSERT(RCV_ENV(r), (r)->w->cfg.index, cond, __VA_ARGS__)
+#define RCV_ASSERT_CHECKED(r, cond, ...) KV_ASSERT_CHECKED(RCV_ENV(r), (r)->w->cfg.index, cond, __VA_ARGS__)
 
 static void report(kv_p2p_receiver *r, rcv_req *q, bool failed) {
+    /* finished_recving once per request: a second report would free D's
+     * blocks twice (or a reused slot's) */
+    if (!RCV_ASSERT(r, q->used && !q->reported, "engine %u rank %u receiver: request %u reported again (failed %d)",
+                    r->w->cfg.index, r->w->rank, q->m.d_req, (int)failed))
+        return;
     kv_m_recv_done d = {.d_req = q->m.d_req, .failed = failed ? 1 : 0, .pull = q->m};
     q->reported = true;
     kv_rt_post(r->w->rt, r->w->main_actor, KV_M_P2P_RECV_DONE, &d, sizeof d);
@@ -135,6 +164,10 @@ static kv_status grant_batch(kv_p2p_receiver *r, rcv_batch *b) {
         kv_status st = kvt_reg(w->t, w->kv[b->n_grants], bytes, KVT_MEM_HOST, &b->grant[b->n_grants]);
         if (st != KV_OK) return st;
     }
+    /* every group granted: P writes each group only through this batch's */
+    KV_ASSERT(w->env, w->cfg.index, b->n_grants == w->cfg.n_groups && b->n_grants <= KV_GROUPS_MAX,
+              "engine %u rank %u receiver: batch %u has %u grants for %u groups", w->cfg.index, w->rank, b->id,
+              b->n_grants, w->cfg.n_groups);
     return KV_OK;
 }
 
@@ -147,6 +180,9 @@ static void revoke_batch(kv_p2p_receiver *r, rcv_batch *b) {
  * not reported yet failed (or P never answered for it); it is reported now.
  * The original (err_early_return) reported none. */
 static void release_batch(kv_p2p_receiver *r, rcv_batch *b) {
+    if (!RCV_ASSERT(r, b->used && b->n_reqs <= KV_PULL_REQS_MAX, "engine %u rank %u receiver: release of batch %u (used %d, %u requests)",
+                    r->w->cfg.index, r->w->rank, b->id, (int)b->used, b->n_reqs))
+        return;
     revoke_batch(r, b);
     for (uint32_t i = 0; i < b->n_reqs; i++) {
         rcv_req *q = &r->req[b->req[i]];
@@ -157,6 +193,10 @@ static void release_batch(kv_p2p_receiver *r, rcv_batch *b) {
 }
 
 static void task_done(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
+    /* a task ends once: its P rank's FINISH, ERROR, timeout or reset */
+    if (!RCV_ASSERT(r, b->used && !t->done, "engine %u rank %u receiver: batch %u task of P rank %u done twice",
+                    r->w->cfg.index, r->w->rank, b->id, t->p_rank))
+        return;
     t->done = true;
     for (uint32_t i = 0; i < b->n_tasks; i++)
         if (!b->task[i].done) return;
@@ -171,9 +211,20 @@ static void task_failed(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
 
 void kv_p2p_receiver_insert(kv_p2p_receiver *r, const kv_p2p_pull *p) {
     kv_owner_check(RCV_ENV(r), &r->owner, r->w->cfg.index);
+    /* our own scheduler's pull meta (sw_clip of our own table): D's groups;
+     * the remote engine and bootstrap came from the proxy and are checked
+     * at the flush */
+    if (!RCV_ASSERT(r, p->blocks.n_groups == r->w->cfg.n_groups || !kv_blocks_any(&p->blocks),
+                    "engine %u rank %u receiver: pull of request %u with %u groups", r->w->cfg.index, r->w->rank,
+                    p->d_req, p->blocks.n_groups))
+        return;
     for (uint32_t i = 0; i < r->n_req; i++) {
         rcv_req *q = &r->req[i];
         if (q->used) continue;
+        /* staged slots are used ones: a free slot leaves room to stage */
+        if (!RCV_ASSERT(r, r->n_staged < r->n_req, "engine %u rank %u receiver: %u staged of %u with slot %u free",
+                        r->w->cfg.index, r->w->rank, r->n_staged, r->n_req, i))
+            return;
         memset(q, 0, sizeof *q);
         q->used = true;
         q->batch = UINT32_MAX;
@@ -189,6 +240,9 @@ void kv_p2p_receiver_insert(kv_p2p_receiver *r, const kv_p2p_pull *p) {
 }
 
 static void arm_timer(kv_p2p_receiver *r, uint32_t slot, uint32_t ti) {
+    if (!RCV_ASSERT(r, slot < RCV_BATCHES_MAX && ti < r->batch[slot].n_tasks && !r->batch[slot].task[ti].done,
+                    "engine %u rank %u receiver: timer for batch slot %u task %u", r->w->cfg.index, r->w->rank, slot, ti))
+        return;
     rcv_task *t = &r->batch[slot].task[ti];
     t->timer = ++r->next_timer;
     kv_m_rcv_timeout to = {.batch = slot, .task = ti, .gen = t->timer};
@@ -216,6 +270,13 @@ static kv_status send_meta(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
     }
     size_t len = 0;
     kv_status st = kv_wire_encode(r->msg, r->buf, KV_WIRE_MAX, &len);
+    /* our own pull (at most KV_PULL_REQS_MAX tables, well under KV_WIRE_MAX)
+     * always encodes, and decodes back as sent; a failure to reach P below
+     * is the peer's, and fails the task */
+    if (!RCV_ASSERT(r, st == KV_OK && kv_wire_encoded_ok(r->msg, r->buf, len),
+                    "engine %u rank %u receiver: pull batch %u (%u requests): encode %s, %zu bytes", w->cfg.index,
+                    w->rank, b->id, b->n_reqs, kv_status_str(st), len))
+        return st == KV_OK ? KV_EPROTO : st;
     if (st == KV_OK) st = kvt_connect(w->t, r->ep, &r->agent[b->engine].addr[t->p_rank], &t->peer);
     if (st == KV_OK) st = kvt_send_ctrl(w->t, r->ep, t->peer, r->buf, (uint32_t)len);
     kv_logf(RCV_ENV(r), KV_LOG_INFO, "receiver: pull batch %u to P%u rank %u: %u requests (%s)", b->id, b->engine,
@@ -226,6 +287,13 @@ static kv_status send_meta(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
 /* receive_kv: one task per paired P rank, all sharing the batch's metas. */
 static void receive_kv(kv_p2p_receiver *r, uint32_t slot) {
     rcv_batch *b = &r->batch[slot];
+    /* a batch starts once: used, its engine known, nothing granted or sent */
+    if (!RCV_ASSERT(r, b->used && !b->waiting_boot && b->engine < KV_ENGINES_MAX && r->agent[b->engine].known &&
+                           b->n_tasks == 0 && b->n_grants == 0,
+                    "engine %u rank %u receiver: batch %u starts (used %d, waiting_boot %d, engine %u, %u tasks, %u grants)",
+                    r->w->cfg.index, r->w->rank, b->id, (int)b->used, (int)b->waiting_boot, b->engine, b->n_tasks,
+                    b->n_grants))
+        return;
     rcv_agent *a = &r->agent[b->engine];
     uint32_t ranks[KV_TP_MAX];
     b->n_tasks = kv_p2p_paired_ranks(r->w->cfg.tp, r->w->rank, a->tp, ranks);
@@ -253,6 +321,9 @@ static void receive_kv(kv_p2p_receiver *r, uint32_t slot) {
 }
 
 static void query_bootstrap(kv_p2p_receiver *r, uint32_t engine) {
+    if (!RCV_ASSERT(r, engine < KV_ENGINES_MAX, "engine %u rank %u receiver: query for engine %u", r->w->cfg.index,
+                    r->w->rank, engine))
+        return;
     rcv_agent *a = &r->agent[engine];
     if (a->querying) return;
     a->querying = true;
@@ -274,6 +345,11 @@ static uint32_t new_batch(kv_p2p_receiver *r, uint32_t engine) {
 
 static void start_batch(kv_p2p_receiver *r, uint32_t slot) {
     rcv_batch *b = &r->batch[slot];
+    /* on_flush checked every remote engine before batching it */
+    if (!RCV_ASSERT(r, b->used && b->engine < KV_ENGINES_MAX && b->n_reqs > 0,
+                    "engine %u rank %u receiver: batch %u for engine %u with %u requests", r->w->cfg.index, r->w->rank,
+                    b->id, b->engine, b->n_reqs))
+        return;
     if (r->agent[b->engine].known) {
         receive_kv(r, slot);
         return;
@@ -284,6 +360,9 @@ static void start_batch(kv_p2p_receiver *r, uint32_t slot) {
 
 /* _start_load_kv: group staged metas by remote engine into batches. */
 static void on_flush(kv_p2p_receiver *r) {
+    if (!RCV_ASSERT(r, r->n_staged <= r->n_req, "engine %u rank %u receiver: %u staged of %u", r->w->cfg.index,
+                    r->w->rank, r->n_staged, r->n_req))
+        return;
     uint32_t open[KV_ENGINES_MAX];
     for (uint32_t e = 0; e < KV_ENGINES_MAX; e++) open[e] = UINT32_MAX;
     for (uint32_t i = 0; i < r->n_staged; i++) {
@@ -302,6 +381,10 @@ static void on_flush(kv_p2p_receiver *r) {
             continue;
         }
         rcv_batch *b = &r->batch[open[e]];
+        if (!RCV_ASSERT(r, b->n_reqs < KV_PULL_REQS_MAX && q->used && q->batch == UINT32_MAX,
+                        "engine %u rank %u receiver: request %u into batch %u (%u requests, in batch %u)",
+                        r->w->cfg.index, r->w->rank, q->m.d_req, b->id, b->n_reqs, q->batch))
+            continue;
         q->batch = open[e];
         b->req[b->n_reqs++] = r->staged[i];
     }
@@ -344,6 +427,10 @@ static void process_result(kv_p2p_receiver *r, rcv_batch *b, const kv_wire_xfer_
     for (uint32_t i = 0; i < resp->n_ok; i++) {
         rcv_req *q = batch_req(r, b, resp->ok[i]);
         if (!q || q->failed || q->count == 0) continue;
+        /* our count, whatever P's lists say (they are validated, not trusted) */
+        if (!RCV_ASSERT(r, q->count <= q->total && q->total <= KV_TP_MAX, "engine %u rank %u receiver: request %u count %u of %u",
+                        r->w->cfg.index, r->w->rank, q->m.d_req, q->count, q->total))
+            continue;
         if (--q->count) continue;
         bool has_blocks = kv_blocks_any(&q->m.blocks);
         if (has_blocks || RCV_BUG(r, KV_BUG_EMPTY_PULL_COMPLETION)) report(r, q, false);
@@ -381,7 +468,11 @@ static void on_resp(kv_p2p_receiver *r, const kv_wire_xfer_resp *resp) {
 }
 
 static void on_timeout(kv_p2p_receiver *r, const kv_m_rcv_timeout *to) {
-    if (to->batch >= RCV_BATCHES_MAX) return;
+    /* our own timer: a batch slot we armed, an id we gave out */
+    if (!RCV_ASSERT(r, to->batch < RCV_BATCHES_MAX && to->task < KV_TP_MAX && to->gen <= r->next_timer,
+                    "engine %u rank %u receiver: timer batch %u task %u gen %u (next %u)", r->w->cfg.index,
+                    r->w->rank, to->batch, to->task, to->gen, r->next_timer))
+        return;
     rcv_batch *b = &r->batch[to->batch];
     if (!b->used || to->task >= b->n_tasks) return;
     rcv_task *t = &b->task[to->task];
@@ -408,9 +499,76 @@ static void on_event(kv_p2p_receiver *r, const kv_msg *m) {
     on_resp(r, &r->msg->u.resp);
 }
 
+/* R1: O(1). */
+static bool receiver_invariants(const kv_p2p_receiver *r) {
+    return RCV_ASSERT(r, r->n_req <= RCV_REQS_MAX && r->n_staged <= r->n_req,
+                      "engine %u rank %u receiver: %u request slots, %u staged", r->w->cfg.index, r->w->rank, r->n_req,
+                      r->n_staged);
+}
+
+/* R3 for batch slot i; counts its requests into *in_batches. */
+static bool receiver_walk_batch(const kv_p2p_receiver *r, uint32_t i, uint32_t *in_batches) {
+    const rcv_batch *b = &r->batch[i];
+    uint32_t open = 0;
+    for (uint32_t k = 0; k < b->n_tasks && k < KV_TP_MAX; k++) open += !b->task[k].done;
+    if (!RCV_ASSERT_CHECKED(r, b->n_reqs <= KV_PULL_REQS_MAX && b->n_tasks <= KV_TP_MAX &&
+                                   b->n_grants <= r->w->cfg.n_groups && b->engine < KV_ENGINES_MAX &&
+                                   b->id <= r->next_batch_id && (!b->waiting_boot || (!b->n_tasks && !b->n_grants)) &&
+                                   (!b->n_tasks || (open && b->n_grants == r->w->cfg.n_groups)),
+                            "engine %u rank %u receiver: batch slot %u id %u engine %u: %u requests, %u tasks (%u open), "
+                            "%u grants, waiting_boot %d",
+                            r->w->cfg.index, r->w->rank, i, b->id, b->engine, b->n_reqs, b->n_tasks, open, b->n_grants,
+                            (int)b->waiting_boot))
+        return false;
+    for (uint32_t k = 0; k < b->n_reqs; k++) {
+        uint32_t q = b->req[k];
+        if (!RCV_ASSERT_CHECKED(r, q < r->n_req && r->req[q].used && r->req[q].batch == i,
+                                "engine %u rank %u receiver: batch %u request %u is slot %u (used %d, batch %u)",
+                                r->w->cfg.index, r->w->rank, b->id, k, q, q < r->n_req ? (int)r->req[q].used : -1,
+                                q < r->n_req ? r->req[q].batch : 0u))
+            return false;
+    }
+    *in_batches += b->n_reqs;
+    return true;
+}
+
+/* R2-R7: the whole receiver. Checked builds. */
+static bool receiver_walk(const kv_p2p_receiver *r) {
+    uint32_t in_batches = 0, used = 0;
+    for (uint32_t i = 0; i < r->n_staged; i++) { /* R2 */
+        uint32_t q = r->staged[i];
+        if (!RCV_ASSERT_CHECKED(r, q < r->n_req && r->req[q].used && r->req[q].batch == UINT32_MAX,
+                                "engine %u rank %u receiver: staged[%u] = slot %u", r->w->cfg.index, r->w->rank, i, q))
+            return false;
+    }
+    for (uint32_t i = 0; i < RCV_BATCHES_MAX; i++) /* R3 */
+        if (r->batch[i].used && !receiver_walk_batch(r, i, &in_batches)) return false;
+    for (uint32_t i = 0; i < r->n_req; i++) { /* R4, R5 */
+        const rcv_req *q = &r->req[i];
+        if (!q->used) continue;
+        used++;
+        if (!RCV_ASSERT_CHECKED(r, (q->batch == UINT32_MAX || (q->batch < RCV_BATCHES_MAX && r->batch[q->batch].used)) &&
+                                       q->count <= q->total && q->total <= KV_TP_MAX,
+                                "engine %u rank %u receiver: request %u (slot %u) in batch %u, count %u of %u",
+                                r->w->cfg.index, r->w->rank, q->m.d_req, i, q->batch, q->count, q->total))
+            return false;
+    }
+    if (!RCV_ASSERT_CHECKED(r, used == r->n_staged + in_batches,
+                            "engine %u rank %u receiver: %u requests used, %u staged + %u in batches", r->w->cfg.index,
+                            r->w->rank, used, r->n_staged, in_batches))
+        return false;
+    for (uint32_t e = 0; e < KV_ENGINES_MAX; e++) /* R6 */
+        if (!RCV_ASSERT_CHECKED(r, !r->agent[e].known || (r->agent[e].tp >= 1 && r->agent[e].tp <= KV_TP_MAX),
+                                "engine %u rank %u receiver: agent of engine %u with %u ranks", r->w->cfg.index,
+                                r->w->rank, e, r->agent[e].tp))
+            return false;
+    return true;
+}
+
 static void recv_handle(void *self, const kv_msg *m) {
     kv_p2p_receiver *r = self;
     kv_owner_check(RCV_ENV(r), &r->owner, r->w->cfg.index);
+    receiver_invariants(r);
     switch (m->kind) {
     case KV_M_P2P_RECV_START: kv_p2p_receiver_insert(r, m->payload); break;
     case KV_M_P2P_RECV_FLUSH: on_flush(r); break;
@@ -419,6 +577,7 @@ static void recv_handle(void *self, const kv_msg *m) {
     case KVT_MSG_EVENT: on_event(r, m); break;
     default: kv_logf(RCV_ENV(r), KV_LOG_WARN, "receiver: unexpected message %u", m->kind);
     }
+    if (receiver_invariants(r) && KV_CHECKED) receiver_walk(r);
 }
 
 kv_status kv_p2p_receiver_new(kv_worker *w, kv_p2p_receiver **out, uint32_t *out_actor) {

@@ -15,9 +15,24 @@
  *   request_finished P  LENGTH_CAPPED: delay = any(blocks), need_send[id] =
  *                       clipped blocks; otherwise not_processed += tid
  *   build               move all three into the frozen meta
- */
+ * Invariants (p2p_sched_invariants: Q1-Q2, O(1), on every hook's return in
+ * every build; Q3-Q4 walked after build in checked builds; INV-ASSERT,
+ * core/assert.h):
+ *   Q1 pending is one of the two buffers, and what it holds fits the
+ *      engine's table: n_recv, n_send <= reqs_max;
+ *   Q2 sliding groups keep blocks_per_sw >= 2 blocks (a window plus one),
+ *      other groups none;
+ *   Q3 every pull meta is D's request with the engine's groups, its clipped
+ *      table within the request's blocks (first_pos[g] + n[g] <=
+ *      KV_REQ_BLOCKS_MAX), a sliding group at most blocks_per_sw of them, a
+ *      mamba group at most one;
+ *   Q4 every send record names a request and a transfer; a filled one has
+ *      the engine's groups, clipped as in Q3.
+ * Hooks assert the phase vLLM calls them in: GNMT and USAA for a request
+ * at its first schedule (WAITING), request_finished for a finished one. */
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/p2p.h"
 
 typedef struct p2p_sched {
@@ -27,6 +42,55 @@ typedef struct p2p_sched {
     kv_p2p_meta *pending;         /* what the next build publishes (buf[i]) */
     uint32_t blocks_per_sw[KV_GROUPS_MAX];
 } p2p_sched;
+
+#define Q_ASSERT(c, cond, ...) KV_ASSERT((c)->e->env, (c)->e->cfg.index, cond, __VA_ARGS__)
+#define Q_ASSERT_CHECKED(c, cond, ...) KV_ASSERT_CHECKED((c)->e->env, (c)->e->cfg.index, cond, __VA_ARGS__)
+
+/* Q1, Q2: O(1) (the groups are at most KV_GROUPS_MAX). */
+static bool p2p_sched_invariants(const p2p_sched *c) {
+    const kv_p2p_meta *m = c->pending;
+    if (!Q_ASSERT(c, (m == &c->buf[0] || m == &c->buf[1]) && m->n_recv <= c->e->cfg.reqs_max &&
+                         m->n_send <= c->e->cfg.reqs_max,
+                  "engine %u p2p scheduler: pending buffer %d, %u pulls, %u sends of %u", c->e->cfg.index,
+                  m == &c->buf[0] ? 0 : m == &c->buf[1] ? 1 : -1, m->n_recv, m->n_send, c->e->cfg.reqs_max))
+        return false;
+    for (uint32_t g = 0; g < c->e->cfg.n_groups; g++)
+        if (!Q_ASSERT(c, (c->e->cfg.group[g].kind == KV_GROUP_SLIDING) == (c->blocks_per_sw[g] >= 2u),
+                      "engine %u p2p scheduler: group %u (kind %u) keeps %u blocks", c->e->cfg.index, g,
+                      c->e->cfg.group[g].kind, c->blocks_per_sw[g]))
+            return false;
+    return true;
+}
+
+/* The clip of Q3/Q4 on one table. */
+static bool clipped_ok(const p2p_sched *c, const kv_block_table *t, const uint32_t *first_pos, uint32_t req) {
+    if (!Q_ASSERT_CHECKED(c, t->n_groups == c->e->cfg.n_groups, "engine %u request %u: clipped table of %u groups",
+                          c->e->cfg.index, req, t->n_groups))
+        return false;
+    for (uint32_t g = 0; g < t->n_groups; g++) {
+        uint32_t kind = c->e->cfg.group[g].kind;
+        uint32_t cap = kind == KV_GROUP_SLIDING ? c->blocks_per_sw[g] : kind == KV_GROUP_MAMBA ? 1u : KV_REQ_BLOCKS_MAX;
+        if (!Q_ASSERT_CHECKED(c, t->n[g] <= cap && first_pos[g] + t->n[g] <= KV_REQ_BLOCKS_MAX,
+                              "engine %u request %u group %u (kind %u): %u blocks from position %u", c->e->cfg.index,
+                              req, g, kind, t->n[g], first_pos[g]))
+            return false;
+    }
+    return true;
+}
+
+/* Q3, Q4 over a meta. Checked builds. */
+static bool p2p_meta_walk(const p2p_sched *c, const kv_p2p_meta *m) {
+    for (uint32_t i = 0; i < m->n_recv; i++)
+        if (!clipped_ok(c, &m->recv[i].blocks, m->recv[i].first_pos, m->recv[i].d_req)) return false;
+    for (uint32_t i = 0; i < m->n_send; i++) {
+        const kv_p2p_send *x = &m->send[i];
+        if (!Q_ASSERT_CHECKED(c, x->p_req != KV_REQ_NONE && x->filled <= 1, "engine %u send record %u: request %u filled %u",
+                              c->e->cfg.index, i, x->p_req, x->filled))
+            return false;
+        if (x->filled && !clipped_ok(c, &x->blocks, x->first_pos, x->p_req)) return false;
+    }
+    return true;
+}
 
 static bool is_mamba_model(const kv_engine *e) {
     for (uint32_t g = 0; g < e->cfg.n_groups; g++)
@@ -48,12 +112,19 @@ static void sw_clip(const p2p_sched *c, const kv_block_table *in, uint32_t from,
         if (e->cfg.group[g].kind == KV_GROUP_MAMBA && in->n[g] > start) start = in->n[g] - 1;
         first_pos[g] = start;
         for (uint32_t i = start; i < in->n[g]; i++) out->id[g][out->n[g]++] = in->id[g][i];
+        /* the clip is the table's tail, from the position it names */
+        Q_ASSERT(c, start <= in->n[g] && first_pos[g] + out->n[g] == in->n[g], "engine %u group %u: clip from %u of %u",
+                 e->cfg.index, g, start, in->n[g]);
     }
 }
 
 static kv_status gnmt(void *self, const kv_req *r, uint32_t num_computed, kv_match *out) {
     p2p_sched *c = self;
     kv_owner_check(c->e->env, &c->owner, c->e->cfg.index);
+    /* asked at a request's first schedule, with what is computed locally */
+    Q_ASSERT(c, r->status == KV_RS_WAITING && num_computed < kv_req_num_tokens(r),
+             "engine %u p2p GNMT(%u): %s, %u of %u tokens computed", c->e->cfg.index, r->id,
+             kv_req_status_name((kv_req_status)r->status), num_computed, kv_req_num_tokens(r));
     *out = (kv_match){.ready = true};
     if (!r->params.do_remote_prefill) return KV_OK;
     uint32_t n = r->prompt_len - (is_mamba_model(c->e) ? 1u : 0u);
@@ -62,6 +133,9 @@ static kv_status gnmt(void *self, const kv_req *r, uint32_t num_computed, kv_mat
         out->load_async = true;
         out->alloc_prompt = true;
     }
+    /* D never loads beyond the prompt P computed */
+    Q_ASSERT(c, num_computed + out->ext <= r->prompt_len, "engine %u p2p GNMT(%u): %u computed + %u external > prompt %u",
+             c->e->cfg.index, r->id, num_computed, out->ext, r->prompt_len);
     return KV_OK;
 }
 
@@ -84,6 +158,14 @@ static kv_p2p_pull *add_pull(p2p_sched *c, kv_req *r) {
 static void usaa(void *self, kv_req *r, const kv_block_table *blocks, uint32_t ext) {
     p2p_sched *c = self;
     kv_owner_check(c->e->env, &c->owner, c->e->cfg.index);
+    /* right after the allocation of a request's first schedule: the table
+     * is the engine's, with blocks for what it computed and will load */
+    if (!Q_ASSERT(c, r->status == KV_RS_WAITING && blocks->n_groups == c->e->cfg.n_groups &&
+                         blocks->n[0] * c->e->cfg.block_size >= r->num_computed + ext,
+                  "engine %u p2p USAA(%u): %s, table %u groups x %u blocks for %u computed + %u external",
+                  c->e->cfg.index, r->id, kv_req_status_name((kv_req_status)r->status), blocks->n_groups,
+                  blocks->n[0], r->num_computed, ext))
+        return;
     kv_xfer_params *x = &r->params;
     if (x->do_remote_prefill) {
         if (x->has_transfer_id && x->has_remote_engine && x->has_bootstrap) {
@@ -102,6 +184,7 @@ static void usaa(void *self, kv_req *r, const kv_block_table *blocks, uint32_t e
         s->transfer_id = x->transfer_id;
         s->blocks.n_groups = c->e->cfg.n_groups;
     }
+    p2p_sched_invariants(c);
 }
 
 static const void *build(void *self, const kv_sched_output *so) {
@@ -113,6 +196,7 @@ static const void *build(void *self, const kv_sched_output *so) {
     c->pending->n_recv = 0;
     c->pending->n_send = 0;
     c->pending->not_processed.n = 0;
+    if (p2p_sched_invariants(c) && KV_CHECKED) p2p_meta_walk(c, frozen);
     return frozen;
 }
 
@@ -120,6 +204,10 @@ static void request_finished(void *self, kv_req *r, const kv_block_table *blocks
     p2p_sched *c = self;
     kv_owner_check(c->e->env, &c->owner, c->e->cfg.index);
     *delay = false;
+    /* the engine set the final status before asking */
+    if (!Q_ASSERT(c, kv_req_status_finished((kv_req_status)r->status), "engine %u p2p request_finished(%u) in %s",
+                  c->e->cfg.index, r->id, kv_req_status_name((kv_req_status)r->status)))
+        return;
     kv_xfer_params *x = &r->params;
     if (x->do_remote_prefill) { /* aborted before its first schedule: tell P to free */
         if (x->has_transfer_id && x->has_remote_engine && x->has_bootstrap) add_pull(c, r);
@@ -139,6 +227,7 @@ static void request_finished(void *self, kv_req *r, const kv_block_table *blocks
     s->transfer_id = x->transfer_id;
     s->filled = 1;
     sw_clip(c, blocks, 0, &s->blocks, s->first_pos);
+    p2p_sched_invariants(c);
 }
 
 static void update_output(void *self, kv_conn_output *o) {

@@ -21,10 +21,34 @@
  * for a finished request: INV-LEAK).
  * Edge -> function: XFER_META on_pull; SEND_RECORD on_record; NOT_PROCESSED
  * on_not_processed; try_progress; batch DONE on_done/complete_round;
- * timers on_timeout, on_reap; PEER_DOWN on_peer_down. */
+ * timers on_timeout, on_reap; PEER_DOWN on_peer_down.
+ *
+ * Invariants (sender_invariants: S1, O(1), on entry to and return from
+ * every message in every build; sender_walk: S2-S8 on return in checked
+ * builds; INV-ASSERT, core/assert.h):
+ *   S1 n_entries <= SND_ENTRIES_MAX, n_preqs <= SND_PREQS_MAX;
+ *   S2 timer ids only grow (next_timer >= every pull's timer), so a stale
+ *      timer never matches a reused slot;
+ *   S3 an entry's key is ENTRY_USED | its tid; ready <=> p_req is known <=>
+ *      an expiry is set; once need_send is set it is 1..KV_TP_MAX and sent
+ *      is below it (at need_send the entry is popped);
+ *   S4 a used pull's requests lie in the pool (base + n_reqs <= n_preqs,
+ *      req == &preq[base], n_reqs <= KV_PULL_REQS_MAX), every one of their
+ *      slots marked used; a state is WAIT, ROUND, DONE or FAILED;
+ *   S5 the pool leaks nothing: used slots == the sum of used pulls' n_reqs;
+ *   S6 a request is in ROUND only while its pull has batches outstanding;
+ *      a dead or timed-out pull still has some (else it was released);
+ *   S7 an entry's `sending` never exceeds the ROUND requests naming its tid
+ *      (the count the PREQ_FAILED fix keeps right);
+ *   S8 an unused pull holds no requests and no batches (release_pull).
+ * Messages from our own worker (SEND_RECORD) and our own timers are
+ * asserted on; D's XFER_META is validated and answered with an ERROR, never
+ * asserted on. A response from our own encoder is well formed
+ * (kv_wire_encoded_ok). */
 #include <stdio.h> /* snprintf only */
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/p2p.h"
 
 #define SND_ENTRIES_MAX (KV_ENGINE_REQS_MAX * 2u)
@@ -110,6 +134,8 @@ struct kv_p2p_sender {
 };
 
 #define SND_ENV(s) ((s)->w->env)
+#define SND_ASSERT(s, cond, ...) KV_ASSERT(SND_ENV(s), (s)->w->cfg.index, cond, __VA_ARGS__)
+#define SND_ASSERT_CHECKED(s, cond, ...) KV_ASSERT_CHECKED(SND_ENV(s), (s)->w->cfg.index, cond, __VA_ARGS__)
 
 #define ENTRY_USED (1ull << 32)
 
@@ -120,7 +146,12 @@ static snd_entry *find_entry(kv_p2p_sender *s, uint32_t tid) {
 }
 
 static void entry_clear(kv_p2p_sender *s, snd_entry *e) {
-    s->key[e - s->entry] = 0;
+    ptrdiff_t i = e - s->entry;
+    if (!SND_ASSERT(s, i >= 0 && (size_t)i < s->n_entries && s->key[i] == (ENTRY_USED | e->tid),
+                    "engine %u rank %u sender: clearing entry %td (tid %u, key %llx)", s->w->cfg.index, s->w->rank, i,
+                    e->tid, i >= 0 && (size_t)i < s->n_entries ? (unsigned long long)s->key[i] : 0ull))
+        return;
+    s->key[i] = 0;
     memset(e, 0, sizeof *e);
 }
 
@@ -162,6 +193,10 @@ static void respond(kv_p2p_sender *s, snd_pull *p, uint32_t status, const char *
         if (q->ok && !s->fault_err_req) r->ok[r->n_ok++] = q->d_req;
         else r->err[r->n_err++] = q->d_req;
     }
+    /* each request of the pull is answered once: the lists fit the wire */
+    SND_ASSERT(s, r->n_ok + r->n_err <= p->n_reqs && p->n_reqs <= KV_PULL_REQS_MAX,
+               "engine %u rank %u sender: batch %u answers %u ok + %u err of %u requests", s->w->cfg.index,
+               s->w->rank, p->batch, r->n_ok, r->n_err, p->n_reqs);
     if (s->fault_err_req && r->n_err) s->fault_err_req--;
     if (s->fault_drop_resp) {
         s->fault_drop_resp--;
@@ -170,8 +205,15 @@ static void respond(kv_p2p_sender *s, snd_pull *p, uint32_t status, const char *
     kv_logf(SND_ENV(s), KV_LOG_INFO, "sender: respond batch %u status %u ok %u err %u%s", p->batch, status,
             r->n_ok, r->n_err, p->dead ? " (peer gone)" : "");
     size_t len = 0;
-    if (!p->dead && kv_wire_encode(s->out, s->buf, sizeof s->buf, &len) == KV_OK)
-        kvt_send_ctrl(s->w->t, s->ep, p->ctrl_peer, s->buf, (uint32_t)len);
+    if (p->dead) return;
+    /* our own response always encodes (SND_RESP_MAX is its largest), and
+     * decodes back well formed */
+    kv_status st = kv_wire_encode(s->out, s->buf, sizeof s->buf, &len);
+    if (!SND_ASSERT(s, st == KV_OK && kv_wire_encoded_ok(s->out, s->buf, len),
+                    "engine %u rank %u sender: response to batch %u (%u ok, %u err): encode %s, %zu bytes",
+                    s->w->cfg.index, s->w->rank, p->batch, r->n_ok, r->n_err, kv_status_str(st), len))
+        return;
+    kvt_send_ctrl(s->w->t, s->ep, p->ctrl_peer, s->buf, (uint32_t)len);
 }
 
 /* Request slots for pulls. A pull takes a contiguous run of as many slots
@@ -194,6 +236,8 @@ static uint32_t preq_take(kv_p2p_sender *s, uint32_t n) {
             run = 0;
         } else if (++run == n) {
             for (uint32_t i = base; i < base + n; i++) s->preq_used[i] = true;
+            SND_ASSERT(s, base + n <= s->n_preqs, "engine %u rank %u sender: request slots %u..%u of %u",
+                       s->w->cfg.index, s->w->rank, base, base + n, s->n_preqs);
             return base;
         }
     }
@@ -201,6 +245,12 @@ static uint32_t preq_take(kv_p2p_sender *s, uint32_t n) {
 }
 
 static void release_pull(kv_p2p_sender *s, snd_pull *p) {
+    /* a pull with batches in flight would take their completions to a
+     * released (or reused) slot */
+    if (!SND_ASSERT(s, p->used && p->outstanding == 0 && p->base + p->n_reqs <= s->n_preqs,
+                    "engine %u rank %u sender: releasing pull of batch %u (used %d, %u outstanding, slots %u+%u)",
+                    s->w->cfg.index, s->w->rank, p->batch, (int)p->used, p->outstanding, p->base, p->n_reqs))
+        return;
     for (uint32_t i = 0; i < p->n_reqs; i++) s->preq_used[p->base + i] = false;
     memset(p, 0, sizeof *p);
 }
@@ -222,6 +272,9 @@ static void fail_waiting(kv_p2p_sender *s, snd_pull *p) {
         snd_entry *e = find_entry(s, q->tid);
         if (e && e->p_req == KV_REQ_NONE && e->sending == 0) entry_clear(s, e);
     }
+    /* nothing of this pull waits any more: the next response answers all */
+    SND_ASSERT(s, waiting_reqs(p) == 0, "engine %u rank %u sender: batch %u still waits for %u requests",
+               s->w->cfg.index, s->w->rank, p->batch, waiting_reqs(p));
 }
 
 /* The ready-wait deadline passed. */
@@ -245,6 +298,8 @@ typedef struct round_ctx {
 static void flush_writes(round_ctx *c) {
     if (!c->n) return;
     kv_p2p_sender *s = c->s;
+    SND_ASSERT(s, c->n <= KVT_BATCH_WRITES_MAX, "engine %u rank %u sender: batch of %u writes", s->w->cfg.index,
+               s->w->rank, c->n);
     uint64_t tag = ((uint64_t)c->slot << 32) | c->p->gen;
     uint64_t deadline = kv_now_ns(SND_ENV(s)) + s->w->cfg.abort_timeout_ns;
     if (kvt_submit(s->w->t, s->ep, c->p->data_peer, s->writes, c->n, tag, deadline) == KV_OK)
@@ -287,6 +342,11 @@ static bool plan_request(round_ctx *c, const snd_entry *e, const snd_preq *q) {
         for (uint32_t i = 0; i < nr; i++) {
             uint32_t lb = loc[nl - nr + i];
             if (lb == KV_NULL_BLOCK || rem[i] == KV_NULL_BLOCK) continue;
+            /* our own blocks (our scheduler's table); D's ids are the peer's
+             * and the transport bounds-checks them at delivery */
+            if (!SND_ASSERT(c->s, lb < w->capacity, "engine %u rank %u sender: tid %u group %u local block %u of %u",
+                            w->cfg.index, w->rank, q->tid, g, lb, w->capacity))
+                return false;
             add_write(c, (kvt_write){.local = w->region[g],
                                      .local_off = (uint64_t)lb * w->block_bytes + (h0 - lo) * w->cfg.head_bytes,
                                      .remote = p->region[g].region,
@@ -315,6 +375,11 @@ static void try_progress(kv_p2p_sender *s, uint32_t slot) {
             uint32_t ranks[KV_TP_MAX];
             e->need_send = kv_p2p_paired_ranks(s->w->cfg.tp, s->w->rank, p->d_tp, ranks);
             e->need_set = true;
+            /* validate_pull accepted only a D layout paired with this rank:
+             * at least one D rank waits for these blocks */
+            SND_ASSERT(s, e->need_send >= 1 && e->need_send <= KV_TP_MAX,
+                       "engine %u rank %u sender: tid %u needs %u sends (D TP %u)", s->w->cfg.index, s->w->rank,
+                       e->tid, e->need_send, p->d_tp);
         }
         q->ok = plan_request(&c, e, q) ? 1 : 0;
     }
@@ -326,12 +391,19 @@ static void try_progress(kv_p2p_sender *s, uint32_t slot) {
 
 static void complete_round(kv_p2p_sender *s, uint32_t slot) {
     snd_pull *p = &s->pull[slot];
+    if (!SND_ASSERT(s, p->used && p->outstanding == 0, "engine %u rank %u sender: round of slot %u completes with %u outstanding",
+                    s->w->cfg.index, s->w->rank, slot, p->outstanding))
+        return;
     for (uint32_t i = 0; i < p->n_reqs; i++) {
         snd_preq *q = &p->req[i];
         if (q->state != PREQ_ROUND) continue;
         if (p->round_failed) q->ok = 0; /* TE nonzero return fails every request */
         snd_entry *e = find_entry(s, q->tid);
         if (!e) continue;
+        /* every ROUND request counted once in its entry's `sending` */
+        if (!SND_ASSERT(s, e->sending > 0, "engine %u rank %u sender: tid %u ends a round with sending 0",
+                        s->w->cfg.index, s->w->rank, q->tid))
+            continue;
         e->sending--;
         if (q->ok && ++e->sent >= e->need_send) finished_sending(s, e);
     }
@@ -394,6 +466,11 @@ static void on_pull(kv_p2p_sender *s, kvt_peer peer, const kv_wire_xfer_meta *m)
         whole_error(s, peer, m->batch, base == SND_PREQS_MAX ? "sender busy" : "cannot reach D");
         return;
     }
+    /* preq_take's run and a free pull slot (the decoder bounded n_reqs) */
+    if (!SND_ASSERT(s, slot < SND_PULLS_MAX && base + m->n_reqs <= s->n_preqs && m->n_reqs <= KV_PULL_REQS_MAX,
+                    "engine %u rank %u sender: pull into slot %u at request slots %u+%u of %u", s->w->cfg.index,
+                    s->w->rank, slot, base, m->n_reqs, s->n_preqs))
+        return;
     snd_pull *p = &s->pull[slot];
     uint32_t gen = p->gen + 1;
     *p = (snd_pull){.used = true, .gen = gen, .ctrl_peer = peer, .data_peer = data_peer,
@@ -421,6 +498,11 @@ static void kick_all(kv_p2p_sender *s) {
 }
 
 static void on_record(kv_p2p_sender *s, const kv_p2p_send *r) {
+    /* our own worker's record of our own scheduler's request_finished */
+    if (!SND_ASSERT(s, r->p_req != KV_REQ_NONE && (!r->filled || r->blocks.n_groups == s->w->cfg.n_groups),
+                    "engine %u rank %u sender: record of request %u tid %u (filled %u, %u groups)", s->w->cfg.index,
+                    s->w->rank, r->p_req, r->transfer_id, r->filled, r->blocks.n_groups))
+        return;
     snd_entry *e = r->filled ? find_entry(s, r->transfer_id) : get_or_create(s, r->transfer_id);
     if (!r->filled) return;
     if (!e) { /* the original raised KeyError here; the entry is made instead */
@@ -457,7 +539,10 @@ static void on_reap(kv_p2p_sender *s, uint32_t tid) {
 }
 
 static void on_timeout(kv_p2p_sender *s, const kv_m_snd_timer *t) {
-    if (t->slot >= SND_PULLS_MAX) return;
+    /* our own timer: its slot is one we armed (a stale one is caught below) */
+    if (!SND_ASSERT(s, t->slot < SND_PULLS_MAX && t->gen <= s->next_timer, "engine %u rank %u sender: timer slot %u gen %u (next %u)",
+                    s->w->cfg.index, s->w->rank, t->slot, t->gen, s->next_timer))
+        return;
     snd_pull *p = &s->pull[t->slot];
     if (!p->used || p->timer != t->gen) return;
     if (!waiting_reqs(p)) return;
@@ -520,9 +605,80 @@ static void on_fault(kv_p2p_sender *s, const kv_m_fault *f) {
     }
 }
 
+/* S1: O(1). */
+static bool sender_invariants(const kv_p2p_sender *s) {
+    if (!SND_ASSERT(s, s->n_entries <= SND_ENTRIES_MAX && s->n_preqs <= SND_PREQS_MAX,
+                    "engine %u rank %u sender: %u entries, %u request slots", s->w->cfg.index, s->w->rank,
+                    s->n_entries, s->n_preqs))
+        return false;
+    return true;
+}
+
+/* S3, S7 for entry i; rounds[k] counts ROUND requests naming entry k. */
+static bool sender_walk_entry(const kv_p2p_sender *s, uint32_t i, uint32_t rounds) {
+    const snd_entry *e = &s->entry[i];
+    bool known = e->p_req != KV_REQ_NONE;
+    return SND_ASSERT_CHECKED(s, s->key[i] == (ENTRY_USED | e->tid) && e->ready == known &&
+                                     known == (e->expire_ns != UINT64_MAX) &&
+                                     (!e->need_set || (e->need_send >= 1 && e->need_send <= KV_TP_MAX &&
+                                                       e->sent < e->need_send)) &&
+                                     e->sending <= rounds,
+                              "engine %u rank %u sender: entry %u tid %u p_req %u ready %d need %u/%d sent %u "
+                              "sending %u of %u rounds",
+                              s->w->cfg.index, s->w->rank, i, e->tid, e->p_req, (int)e->ready, e->need_send,
+                              (int)e->need_set, e->sent, e->sending, rounds);
+}
+
+/* S4, S6 for pull slot i; counts its slots into *slots and its ROUND
+ * requests into rounds[] by entry. */
+static bool sender_walk_pull(const kv_p2p_sender *s, uint32_t i, uint32_t *slots, uint32_t *rounds) {
+    const snd_pull *p = &s->pull[i];
+    if (!p->used) /* S8 */
+        return SND_ASSERT_CHECKED(s, !p->n_reqs && !p->outstanding && !p->req,
+                                  "engine %u rank %u sender: free pull slot %u keeps %u requests, %u outstanding",
+                                  s->w->cfg.index, s->w->rank, i, p->n_reqs, p->outstanding);
+    if (!SND_ASSERT_CHECKED(s, p->base + p->n_reqs <= s->n_preqs && p->req == &s->preq[p->base] &&
+                                   p->n_reqs <= KV_PULL_REQS_MAX && p->timer <= s->next_timer &&
+                                   ((!p->dead && !p->timed_out) || p->outstanding),
+                            "engine %u rank %u sender: pull %u batch %u slots %u+%u of %u, dead %d timed_out %d "
+                            "outstanding %u",
+                            s->w->cfg.index, s->w->rank, i, p->batch, p->base, p->n_reqs, s->n_preqs, (int)p->dead,
+                            (int)p->timed_out, p->outstanding))
+        return false;
+    *slots += p->n_reqs;
+    for (uint32_t k = 0; k < p->n_reqs; k++) {
+        const snd_preq *q = &p->req[k];
+        if (!SND_ASSERT_CHECKED(s, s->preq_used[p->base + k] && q->state <= PREQ_FAILED &&
+                                       (q->state != PREQ_ROUND || p->outstanding),
+                                "engine %u rank %u sender: pull %u request %u (tid %u) state %u slot used %d, %u outstanding",
+                                s->w->cfg.index, s->w->rank, i, k, q->tid, q->state, (int)s->preq_used[p->base + k],
+                                p->outstanding))
+            return false;
+        if (q->state != PREQ_ROUND) continue;
+        for (uint32_t j = 0; j < s->n_entries; j++)
+            if (s->key[j] == (ENTRY_USED | q->tid)) rounds[j]++;
+    }
+    return true;
+}
+
+/* S3-S8: every entry, pull and request slot. Checked builds. */
+static bool sender_walk(const kv_p2p_sender *s) {
+    uint32_t rounds[SND_ENTRIES_MAX] = {0}, slots = 0, used = 0;
+    for (uint32_t i = 0; i < SND_PULLS_MAX; i++)
+        if (!sender_walk_pull(s, i, &slots, rounds)) return false;
+    for (uint32_t i = 0; i < s->n_preqs; i++) used += s->preq_used[i];
+    if (!SND_ASSERT_CHECKED(s, used == slots, "engine %u rank %u sender: %u request slots used, pulls hold %u",
+                            s->w->cfg.index, s->w->rank, used, slots))
+        return false;
+    for (uint32_t i = 0; i < s->n_entries; i++)
+        if (s->key[i] && !sender_walk_entry(s, i, rounds[i])) return false;
+    return true;
+}
+
 static void send_handle(void *self, const kv_msg *m) {
     kv_p2p_sender *s = self;
     kv_owner_check(SND_ENV(s), &s->owner, s->w->cfg.index);
+    sender_invariants(s);
     switch (m->kind) {
     case KV_M_P2P_SEND_RECORD: on_record(s, m->payload); break;
     case KV_M_P2P_NOT_PROCESSED: on_not_processed(s, *(const uint32_t *)m->payload); break;
@@ -532,6 +688,7 @@ static void send_handle(void *self, const kv_msg *m) {
     case KVT_MSG_EVENT: on_event(s, m); break;
     default: kv_logf(SND_ENV(s), KV_LOG_WARN, "sender: unexpected message %u", m->kind);
     }
+    if (sender_invariants(s) && KV_CHECKED) sender_walk(s);
 }
 
 kv_status kv_p2p_sender_new(kv_worker *w, kv_p2p_sender **out, uint32_t *out_actor) {

@@ -7,9 +7,21 @@
  * On D, every successful completion is verified against the bytes P must
  * have computed (INV-DATA) before the scheduler hears of it.
  *
- * Owner of everything here: the worker main actor. */
+ * Owner of everything here: the worker main actor.
+ *
+ * Invariants (p2p_worker_invariants, O(1), at every step's bind and after
+ * every message, in every build; INV-ASSERT, core/assert.h):
+ *   K1 exactly one of sender (P) and receiver (D) exists, the one of the
+ *      engine's role, with its actor;
+ *   K2 a step's metadata is bound only while the worker runs that step
+ *      (bind .. clear within one EXECUTE): a message from our own actors
+ *      never finds one bound;
+ *   K3 the lists waiting for get_finished fit their bounds.
+ * A completion from our own receiver names the request it pulled (its
+ * d_req is its pull's); from our own sender, a request. */
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/p2p.h"
 
 typedef struct p2p_worker {
@@ -25,17 +37,41 @@ typedef struct p2p_worker {
     kv_bad_blocks invalid;
 } p2p_worker;
 
+#define PW_ASSERT(c, cond, ...) KV_ASSERT((c)->w->env, (c)->w->cfg.index, cond, __VA_ARGS__)
+
+/* K1, K3; K2 where the caller knows whether a step is bound. */
+static bool p2p_worker_invariants(const p2p_worker *c) {
+    bool producer = c->w->cfg.role == KV_ROLE_PRODUCER;
+    if (!PW_ASSERT(c, (c->sender != NULL) == producer && (c->receiver != NULL) == !producer &&
+                          (producer ? c->sender_actor : c->receiver_actor) != KV_ACTOR_NONE,
+                   "engine %u rank %u p2p worker: sender %d receiver %d on a %s", c->w->cfg.index, c->w->rank,
+                   c->sender != NULL, c->receiver != NULL, producer ? "producer" : "consumer"))
+        return false;
+    return PW_ASSERT(c, c->finished_sending.n <= KV_ENGINE_REQS_MAX && c->finished_recving.n <= KV_ENGINE_REQS_MAX &&
+                            c->failed_recving.n <= KV_ENGINE_REQS_MAX && c->invalid.n <= KV_BAD_BLOCKS_CHILD_MAX,
+                     "engine %u rank %u p2p worker: %u sending, %u recving, %u failed, %u invalid", c->w->cfg.index,
+                     c->w->rank, c->finished_sending.n, c->finished_recving.n, c->failed_recving.n, c->invalid.n);
+}
+
 static void bind(void *self, const void *meta) {
     p2p_worker *c = self;
     kv_owner_check(c->w->env, &c->owner, c->w->cfg.index);
-    c->meta = meta;
+    /* K1, K3 at every step's start; K2: the previous step's metadata was
+     * cleared. A broken half binds nothing, so start_load (which asserts
+     * a binding) posts nothing to an actor it may no longer know. */
+    bool ok = p2p_worker_invariants(c) &&
+              PW_ASSERT(c, c->meta == NULL && meta != NULL,
+                        "engine %u rank %u p2p worker: bind over a bound step (%d) or to none (%d)", c->w->cfg.index,
+                        c->w->rank, c->meta != NULL, meta == NULL);
+    c->meta = ok ? meta : NULL;
 }
 
 static void start_load(void *self) {
     p2p_worker *c = self;
     kv_worker *w = c->w;
     const kv_p2p_meta *m = c->meta;
-    if (!m) return;
+    if (!PW_ASSERT(c, m != NULL, "engine %u rank %u p2p worker: start_load_kv without metadata", w->cfg.index, w->rank))
+        return;
     if (c->receiver) {
         for (uint32_t i = 0; i < m->n_recv; i++) {
             if (kv_bug_on(w->cfg.bugs, KV_BUG_RECV_MAP_RACE)) /* seed 000 (a): main writes the loop's map */
@@ -67,6 +103,10 @@ static void get_finished(void *self, const kv_id_list *finished, kv_conn_output 
     kv_id_list_move(&out->finished_sending, &c->finished_sending);
     kv_id_list_move(&out->finished_recving, &c->finished_recving);
     kv_id_list_move(&out->failed_recving, &c->failed_recving);
+    /* every id was handed over: nothing reported twice, nothing kept */
+    PW_ASSERT(c, c->finished_sending.n == 0 && c->finished_recving.n == 0 && c->failed_recving.n == 0,
+              "engine %u rank %u p2p worker: get_finished left %u/%u/%u ids", c->w->cfg.index, c->w->rank,
+              c->finished_sending.n, c->finished_recving.n, c->failed_recving.n);
 }
 
 static void load_errors(void *self, kv_bad_blocks *out) {
@@ -101,6 +141,11 @@ static void verify(p2p_worker *c, const kv_p2p_pull *p) {
 }
 
 static void on_recv_done(p2p_worker *c, const kv_m_recv_done *d) {
+    /* our own receiver's report of the pull it made for this request */
+    if (!PW_ASSERT(c, d->d_req == d->pull.d_req && d->failed <= 1 && d->pull.blocks.n_groups <= KV_GROUPS_MAX,
+                   "engine %u rank %u p2p worker: RECV_DONE for %u about pull %u (failed %u, %u groups)",
+                   c->w->cfg.index, c->w->rank, d->d_req, d->pull.d_req, d->failed, d->pull.blocks.n_groups))
+        return;
     if (!d->failed) {
         kv_worker_absorb_table(c->w, &d->pull.blocks); /* every WRITE of the pull has landed */
         verify(c, &d->pull);
@@ -120,13 +165,23 @@ static void on_recv_done(p2p_worker *c, const kv_m_recv_done *d) {
 static void on_message(void *self, const kv_msg *m) {
     p2p_worker *c = self;
     kv_owner_check(c->w->env, &c->owner, c->w->cfg.index);
+    /* K2: between steps */
+    PW_ASSERT(c, c->meta == NULL, "engine %u rank %u p2p worker: message %s while a step is bound", c->w->cfg.index,
+              c->w->rank, kv_msg_kind_name(m->kind));
     switch (m->kind) {
     case KV_M_P2P_RECV_DONE: on_recv_done(c, m->payload); break;
-    case KV_M_P2P_SEND_DONE:
-        kv_id_list_add(&c->finished_sending, ((const kv_m_send_done *)m->payload)->p_req);
+    case KV_M_P2P_SEND_DONE: {
+        uint32_t id = ((const kv_m_send_done *)m->payload)->p_req;
+        /* the sender reports only entries whose request it learned */
+        if (!PW_ASSERT(c, c->sender && id != KV_REQ_NONE, "engine %u rank %u p2p worker: SEND_DONE for %u (sender %d)",
+                       c->w->cfg.index, c->w->rank, id, c->sender != NULL))
+            break;
+        kv_id_list_add(&c->finished_sending, id);
         break;
+    }
     default: kv_logf(c->w->env, KV_LOG_WARN, "p2p worker: unexpected message %u", m->kind);
     }
+    p2p_worker_invariants(c);
 }
 
 static const kv_conn_worker_ops p2p_worker_ops = {
@@ -154,6 +209,7 @@ kv_status kv_p2p_worker_new(kv_worker *w, kv_conn_worker *out) {
         return st;
     }
     *out = (kv_conn_worker){.ops = &p2p_worker_ops, .self = c};
+    p2p_worker_invariants(c); /* K1 from the start */
     return KV_OK;
 }
 

@@ -1,8 +1,15 @@
 /* core/store_common.c — what every store actor shares: keys, prefix hashes,
  * which positions a hit needs, and one request/reply channel to the store
- * (endpoint, connection, sequence number, timeout). See store.h. */
+ * (endpoint, connection, sequence number, timeout). See store.h.
+ *
+ * The channel's invariant (asserted by its calls; INV-ASSERT, core/assert.h):
+ * one operation in flight at most, seq != 0 exactly while it is, and every
+ * request it sends is our own encoder's well-formed frame
+ * (kv_wire_encoded_ok). The store's replies are a peer's bytes: decoded and
+ * matched by seq, never asserted on. */
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/msgs.h"
 #include "core/store.h"
 
@@ -50,6 +57,11 @@ void kv_store_chan_close(kv_store_chan *c) {
 
 bool kv_store_chan_send(kv_store_chan *c) {
     kv_worker *w = c->w;
+    /* one operation at a time: a second would orphan the first's reply */
+    if (!KV_ASSERT(w->env, w->cfg.index, c->seq == 0 && c->next_seq != 0,
+                   "engine %u rank %u store channel of actor %u: send with seq %u in flight (next %u)", w->cfg.index,
+                   w->rank, c->actor, c->seq, c->next_seq))
+        return false;
     if (c->peer == KVT_NONE && kvt_connect(w->t, c->ep, &w->cfg.store_addr, &c->peer) != KV_OK) {
         c->peer = KVT_NONE;
         return false;
@@ -58,7 +70,12 @@ bool kv_store_chan_send(kv_store_chan *c) {
     if (c->next_seq == 0) c->next_seq = 1;
     c->msg->u.store.seq = c->seq;
     size_t len = 0;
-    if (kv_wire_encode(c->msg, c->buf, KV_STORE_WIRE_MAX, &len) != KV_OK ||
+    kv_status st = kv_wire_encode(c->msg, c->buf, KV_STORE_WIRE_MAX, &len);
+    /* our own request always fits KV_STORE_WIRE_MAX (store.h) and decodes
+     * back as sent; only the send itself may fail (the peer) */
+    if (!KV_ASSERT(w->env, w->cfg.index, st == KV_OK && kv_wire_encoded_ok(c->msg, c->buf, len),
+                   "engine %u rank %u store channel of actor %u: request type %u with %u keys: encode %s, %zu bytes",
+                   w->cfg.index, w->rank, c->actor, c->msg->type, c->msg->u.store.n, kv_status_str(st), len) ||
         kvt_send_ctrl(w->t, c->ep, c->peer, c->buf, (uint32_t)len) != KV_OK) {
         c->seq = 0;
         return false;

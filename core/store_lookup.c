@@ -12,9 +12,20 @@
  *   EXIST_REPLY       hit = the largest k whose needed keys all exist
  *                     (kv_store_needs), on every rank; reply; next
  *   timeout, send     reply hit 0; next
- *   failure */
+ *   failure
+ * Invariants (store_lookup_invariants: L1-L2, O(1), on entry to and return
+ * from every message in every build; INV-ASSERT, core/assert.h):
+ *   L1 n <= KV_ENGINE_REQS_MAX, head < KV_ENGINE_REQS_MAX, max_k <=
+ *      KV_REQ_BLOCKS_MAX;
+ *   L2 busy => a lookup is queued; busy <=> an EXIST is in flight (the
+ *      channel's seq).
+ * A lookup comes from our own scheduler (asserted: a reply address, a
+ * request of at least one block); the store's reply is a peer's (validated:
+ * a flag count that does not match is a miss). Every lookup is answered
+ * once, with a hit of whole blocks below the request's length. */
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/msgs.h"
 #include "core/store.h"
 
@@ -28,7 +39,22 @@ struct kv_store_lookup {
     uint32_t max_k;                   /* of the lookup in flight */
 };
 
+#define SL_ASSERT(l, cond, ...) KV_ASSERT((l)->w->env, (l)->w->cfg.index, cond, __VA_ARGS__)
+
+/* L1, L2: O(1). */
+static bool store_lookup_invariants(const kv_store_lookup *l) {
+    return SL_ASSERT(l, l->n <= KV_ENGINE_REQS_MAX && l->head < KV_ENGINE_REQS_MAX && l->max_k <= KV_REQ_BLOCKS_MAX &&
+                            (!l->busy || l->n > 0) && l->busy == (l->chan.seq != 0),
+                     "engine %u store lookup: %u queued from %u, max_k %u, busy %d, seq %u", l->w->cfg.index, l->n,
+                     l->head, l->max_k, (int)l->busy, l->chan.seq);
+}
+
 static void reply(kv_store_lookup *l, const kv_m_store_lookup *q, uint32_t hit) {
+    /* a hit is whole blocks below the request's length (vLLM re-derives a
+     * full hit at align(num_tokens - 1)) */
+    SL_ASSERT(l, hit % l->w->cfg.block_size == 0 && (hit == 0 || hit < q->num_tokens),
+              "engine %u store lookup: request %u hit %u of %u tokens (block %u)", l->w->cfg.index, q->id, hit,
+              q->num_tokens, l->w->cfg.block_size);
     kv_m_store_lookup_reply r = {.id = q->id, .hit_tokens = hit};
     kv_rt_post(l->w->rt, q->reply_to, KV_M_STORE_LOOKUP_REPLY, &r, sizeof r);
 }
@@ -36,6 +62,11 @@ static void reply(kv_store_lookup *l, const kv_m_store_lookup *q, uint32_t hit) 
 static const kv_m_store_lookup *current(const kv_store_lookup *l) { return &l->q[l->head]; }
 
 static void pop(kv_store_lookup *l) {
+    /* the lookup ends with nothing in flight: its reply was taken, its
+     * timer fired, or its EXIST was never sent */
+    if (!SL_ASSERT(l, l->n > 0 && l->chan.seq == 0, "engine %u store lookup: pop of %u queued with seq %u in flight",
+                   l->w->cfg.index, l->n, l->chan.seq))
+        return;
     l->head = (l->head + 1) % KV_ENGINE_REQS_MAX;
     l->n--;
     l->busy = false;
@@ -65,6 +96,10 @@ static void start_next(kv_store_lookup *l) {
                 for (uint32_t pos = 0; pos < l->max_k; pos++) m->key[m->n++] = kv_store_key_of(hash[pos], lo, hi);
             }
         }
+        /* every (group, rank, position) key of the request, once */
+        SL_ASSERT(l, m->n == cfg->n_groups * cfg->tp * l->max_k && m->n <= KV_STORE_KEYS_MAX,
+                  "engine %u store lookup: request %u asks %u keys for %u groups x %u ranks x %u blocks", cfg->index, q->id,
+                  m->n, cfg->n_groups, cfg->tp, l->max_k);
         l->busy = true;
         if (!kv_store_chan_send(&l->chan)) {
             reply(l, q, 0);
@@ -76,6 +111,10 @@ static void start_next(kv_store_lookup *l) {
 /* Flags are laid out group-major, then rank, then position. */
 static uint32_t best_hit(const kv_store_lookup *l, const kv_wire_store *m) {
     const kv_engine_cfg *cfg = &l->w->cfg;
+    /* only the lookup in flight has a reply, and it asked for >= 1 block */
+    if (!SL_ASSERT(l, l->busy && l->max_k >= 1, "engine %u store lookup: reply with busy %d, max_k %u", cfg->index,
+                   (int)l->busy, l->max_k))
+        return 0;
     uint32_t per_group = cfg->tp * l->max_k;
     if (m->n != cfg->n_groups * per_group) return 0;
     for (uint32_t k = l->max_k; k > 0; k--) {
@@ -101,11 +140,24 @@ static void on_event(kv_store_lookup *l, const kv_msg *m) {
     start_next(l);
 }
 
+static void handle(kv_store_lookup *l, const kv_msg *m);
+
 static void lookup_handle(void *self, const kv_msg *m) {
     kv_store_lookup *l = self;
     kv_owner_check(l->w->env, &l->owner, l->w->cfg.index);
+    store_lookup_invariants(l);
+    handle(l, m);
+    store_lookup_invariants(l);
+}
+
+static void handle(kv_store_lookup *l, const kv_msg *m) {
     switch (m->kind) {
     case KV_M_STORE_LOOKUP:
+        /* our own scheduler's question (gnmt of a request of >= 1 block) */
+        if (!SL_ASSERT(l, m->len == sizeof(kv_m_store_lookup) && ((const kv_m_store_lookup *)m->payload)->reply_to != KV_ACTOR_NONE &&
+                              ((const kv_m_store_lookup *)m->payload)->num_tokens >= l->w->cfg.block_size,
+                       "engine %u store lookup: LOOKUP of %u bytes", l->w->cfg.index, m->len))
+            return;
         if (l->n == KV_ENGINE_REQS_MAX) { /* never more than the engine's requests */
             reply(l, m->payload, 0);
             return;

@@ -13,9 +13,20 @@
  *   GET_REPLY err every block of the batch and of the rest failed; done
  *   timeout       as an error reply
  *   done          exactly one LOAD_DONE (with the failed blocks) to the
- *                 worker main: the request is always reported finished */
+ *                 worker main: the request is always reported finished
+ * Invariants (store_receiver_invariants: Y1-Y3, O(1), on entry to and
+ * return from every message in every build; INV-ASSERT, core/assert.h):
+ *   Y1 n <= KV_STORE_JOBS_MAX, head < KV_STORE_JOBS_MAX;
+ *   Y2 busy => a job is queued; busy <=> a GET is in flight (the channel's
+ *      seq): between messages a job waits only for the store;
+ *   Y3 while busy: next + batch_n <= n_items <= RCV_ITEMS_MAX (the batch in
+ *      flight is items the job listed), and the failed blocks fit.
+ * Jobs come from our own worker main (asserted: a range of positions within
+ * a table, the engine's groups at most); the store's GET replies are a
+ * peer's (validated: a wrong count or size fails the batch). */
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/msgs.h"
 #include "core/store.h"
 
@@ -42,11 +53,29 @@ struct kv_store_receiver {
 
 static kv_m_store_load *current(kv_store_receiver *r) { return &r->q[r->head]; }
 
+#define XR_ASSERT(r, cond, ...) KV_ASSERT((r)->w->env, (r)->w->cfg.index, cond, __VA_ARGS__)
+
+/* Y1-Y3: O(1). */
+static bool store_receiver_invariants(const kv_store_receiver *r) {
+    if (!XR_ASSERT(r, r->n <= KV_STORE_JOBS_MAX && r->head < KV_STORE_JOBS_MAX && (!r->busy || r->n > 0) &&
+                          r->busy == (r->chan.seq != 0),
+                   "engine %u rank %u store recv: %u jobs from %u, busy %d, seq %u", r->w->cfg.index, r->w->rank, r->n,
+                   r->head, (int)r->busy, r->chan.seq))
+        return false;
+    return XR_ASSERT(r, !r->busy || (r->next + r->batch_n <= r->n_items && r->n_items <= RCV_ITEMS_MAX &&
+                                     r->done.n_failed <= RCV_ITEMS_MAX),
+                     "engine %u rank %u store recv: batch %u+%u of %u items, %u failed", r->w->cfg.index, r->w->rank,
+                     r->next, r->batch_n, r->n_items, r->done.n_failed);
+}
+
 static void fail_item(kv_store_receiver *r, const rcv_item *it) {
     if (r->done.n_failed < RCV_ITEMS_MAX) r->done.failed[r->done.n_failed++] = (kv_bad_block){it->group, it->block};
 }
 
 static void job_done(kv_store_receiver *r) {
+    if (!XR_ASSERT(r, r->busy && r->n > 0, "engine %u rank %u store recv: job done while busy %d with %u jobs",
+                   r->w->cfg.index, r->w->rank, (int)r->busy, r->n))
+        return;
     r->done.id = current(r)->id;
     r->done.job = *current(r);
     kv_rt_post(r->w->rt, r->main_actor, KV_M_STORE_LOAD_DONE, &r->done, sizeof r->done);
@@ -62,6 +91,10 @@ static bool get_batch(kv_store_receiver *r) {
     kv_wire_msg_reset(r->chan.msg, KV_WIRE_STORE_GET);
     m->block_bytes = r->w->block_bytes;
     r->batch_n = r->n_items - r->next < KV_STORE_BATCH_MAX ? r->n_items - r->next : KV_STORE_BATCH_MAX;
+    if (!XR_ASSERT(r, r->n_items <= RCV_ITEMS_MAX && r->batch_n <= KV_STORE_BATCH_MAX,
+                   "engine %u rank %u store recv: batch of %u from %u of %u items", r->w->cfg.index, r->w->rank,
+                   r->batch_n, r->next, r->n_items))
+        return false;
     for (uint32_t i = 0; i < r->batch_n; i++)
         m->key[m->n++] = kv_store_key_of(r->item[r->next + i].hash, r->w->head_lo, r->w->head_hi);
     if (kv_store_chan_send(&r->chan)) return true;
@@ -86,6 +119,10 @@ static void start_next(kv_store_receiver *r) {
             for (uint32_t pos = j->from_pos; pos < to && pos < j->blocks.n[g]; pos++) {
                 uint32_t id = j->blocks.id[g][pos];
                 if (id == KV_NULL_BLOCK || id >= r->w->capacity || !kv_store_needs(cfg, g, pos, to)) continue;
+                /* one item per (group, position): the list cannot overflow */
+                if (!XR_ASSERT(r, r->n_items < RCV_ITEMS_MAX, "engine %u rank %u store recv: request %u: %u items",
+                               cfg->index, r->w->rank, j->id, r->n_items))
+                    break;
                 r->item[r->n_items++] = (rcv_item){.group = (uint8_t)g, .pos = (uint8_t)pos, .block = id, .hash = hash[pos]};
             }
         }
@@ -100,6 +137,8 @@ static void end_batch(kv_store_receiver *r, bool failed_all) {
     } else {
         r->next += r->batch_n;
     }
+    XR_ASSERT(r, r->next <= r->n_items, "engine %u rank %u store recv: cursor %u past %u items", r->w->cfg.index,
+              r->w->rank, r->next, r->n_items);
     if (!get_batch(r)) job_done(r);
 }
 
@@ -109,6 +148,10 @@ static void on_get(kv_store_receiver *r, const kv_wire_store *m) {
         return;
     }
     uint32_t off = 0;
+    /* the reply's count matched our batch: its items are ours */
+    if (!XR_ASSERT(r, r->next + m->n <= r->n_items, "engine %u rank %u store recv: reply of %u from item %u of %u",
+                   r->w->cfg.index, r->w->rank, m->n, r->next, r->n_items))
+        return;
     for (uint32_t i = 0; i < m->n; i++) {
         const rcv_item *it = &r->item[r->next + i];
         if (!m->flag[i]) {
@@ -121,11 +164,25 @@ static void on_get(kv_store_receiver *r, const kv_wire_store *m) {
     end_batch(r, false);
 }
 
+static void handle(kv_store_receiver *r, const kv_msg *m);
+
 static void recv_handle(void *self, const kv_msg *m) {
     kv_store_receiver *r = self;
     kv_owner_check(r->w->env, &r->owner, r->w->cfg.index);
+    store_receiver_invariants(r);
+    handle(r, m);
+    store_receiver_invariants(r);
+}
+
+static void handle(kv_store_receiver *r, const kv_msg *m) {
     switch (m->kind) {
-    case KV_M_STORE_LOAD:
+    case KV_M_STORE_LOAD: {
+        /* our own worker main's job (issue_load of an accepted LoadSpec) */
+        const kv_m_store_load *j = m->payload;
+        if (!XR_ASSERT(r, j->from_pos < j->to_pos && j->to_pos <= KV_REQ_BLOCKS_MAX && j->blocks.n_groups <= KV_GROUPS_MAX,
+                       "engine %u rank %u store recv: load of request %u positions [%u, %u), %u groups",
+                       r->w->cfg.index, r->w->rank, j->id, j->from_pos, j->to_pos, j->blocks.n_groups))
+            return;
         if (r->n == KV_STORE_JOBS_MAX) { /* cannot queue: every block failed, still reported */
             kv_m_store_load_done *d = &r->done;
             memset(d, 0, sizeof *d);
@@ -140,6 +197,7 @@ static void recv_handle(void *self, const kv_msg *m) {
         r->q[(r->head + r->n++) % KV_STORE_JOBS_MAX] = *(const kv_m_store_load *)m->payload;
         start_next(r);
         break;
+    }
     case KV_M_STORE_LOAD_TIMEOUT:
         if (!kv_store_chan_timeout(&r->chan, m)) return;
         kv_logf(r->w->env, KV_LOG_INFO, "store recv: request %u timed out", current(r)->id);

@@ -27,9 +27,24 @@
  *                 floor(token_len, bs); skip = skip_save or to_save <
  *                 boundary or can_load; not skip: a save of [saved, to_save)
  *   request_finished  consumer, no tracker or nothing saved: free now;
- *                 else hold the blocks until finished_sending */
+ *                 else hold the blocks until finished_sending
+ * Invariants (store_sched_invariants: T1, O(1), on every hook's return in
+ * every build; store_sched_walk: T2-T4 after every build and lookup reply
+ * in checked builds; INV-ASSERT, core/assert.h):
+ *   T1 cur is 0 or 1, and the meta being built fits the engine's table
+ *      (n <= reqs_max, preempted within its list);
+ *   T2 a used slot's lookup is NONE, PENDING or DONE; a DONE hit is block
+ *      aligned (the lookup actor answers whole blocks);
+ *   T3 a LoadSpec is what GNMT made of a hit: kvpool_cached > vllm_cached,
+ *      kvpool_cached block aligned; can_load only once USAA accepted it;
+ *   T4 a tracker's num_saved is block aligned and at most its prefill end
+ *      (a save never runs past the prompt); ids are unique among used slots.
+ * The table shapes a ReqMeta carries are deliberately not asserted here:
+ * the seed-003 bug switches break exactly those, and the worker's INV-SAVE
+ * check is the oracle that must catch them. */
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/msgs.h"
 #include "core/store.h"
 
@@ -79,11 +94,58 @@ static ss_req *find(store_sched *c, uint32_t id, bool create) {
 
 static void check_owner(const store_sched *c) { kv_owner_check(c->e->env, &c->owner, c->e->cfg.index); }
 
+#define SS_ASSERT(c, cond, ...) KV_ASSERT((c)->e->env, (c)->e->cfg.index, cond, __VA_ARGS__)
+#define SS_ASSERT_CHECKED(c, cond, ...) KV_ASSERT_CHECKED((c)->e->env, (c)->e->cfg.index, cond, __VA_ARGS__)
+
+/* T1: O(1). */
+static bool store_sched_invariants(const store_sched *c) {
+    const kv_store_meta *m = &c->buf[c->cur & 1u];
+    return SS_ASSERT(c, c->cur <= 1u && m->n <= c->e->cfg.reqs_max && m->preempted.n <= KV_ENGINE_REQS_MAX,
+                     "engine %u store scheduler: buffer %u holds %u metas of %u, %u preempted", c->e->cfg.index, c->cur,
+                     m->n, c->e->cfg.reqs_max, m->preempted.n);
+}
+
+/* T2-T4 for slot i. */
+static bool store_sched_walk_slot(const store_sched *c, uint32_t i) {
+    const ss_req *q = &c->req[i];
+    uint32_t bs = c->e->cfg.block_size;
+    if (!SS_ASSERT_CHECKED(c, q->lookup <= SS_DONE && (q->lookup != SS_DONE || q->hit % bs == 0),
+                           "engine %u store request %u: lookup %u hit %u (block %u)", c->e->cfg.index, q->id, q->lookup,
+                           q->hit, bs))
+        return false;
+    if (!SS_ASSERT_CHECKED(c, !q->has_spec || (q->spec.kvpool_cached > q->spec.vllm_cached && q->spec.kvpool_cached % bs == 0),
+                           "engine %u store request %u: LoadSpec %u computed, %u in the store (can_load %d)",
+                           c->e->cfg.index, q->id, q->spec.vllm_cached, q->spec.kvpool_cached, (int)q->spec.can_load))
+        return false;
+    const ss_tracker *t = &q->tracker;
+    if (!SS_ASSERT_CHECKED(c, !t->used || (t->num_saved % bs == 0 && t->num_saved <= t->prefill_end),
+                           "engine %u store request %u: tracker saved %u of prefill %u (tokens %u)", c->e->cfg.index,
+                           q->id, t->num_saved, t->prefill_end, t->token_len))
+        return false;
+    return true;
+}
+
+/* T2-T4: every slot. Checked builds. */
+static bool store_sched_walk(const store_sched *c) {
+    uint32_t ids[KV_ENGINE_REQS_MAX], n = 0, a, b;
+    for (uint32_t i = 0; i < c->e->cfg.reqs_max; i++) {
+        if (!c->req[i].used) continue;
+        if (!store_sched_walk_slot(c, i)) return false;
+        ids[n++] = c->req[i].id;
+    }
+    return SS_ASSERT_CHECKED(c, kv_ids_distinct(ids, n, &a, &b), "engine %u store request %u in two slots (%u used)",
+                             c->e->cfg.index, ids[a], n);
+}
+
 static bool consumer(const store_sched *c) { return c->e->cfg.role == KV_ROLE_CONSUMER; }
 
 static kv_status gnmt(void *self, const kv_req *r, uint32_t num_computed, kv_match *out) {
     store_sched *c = self;
     check_owner(c);
+    /* asked at a request's first schedule (and again while "not ready") */
+    SS_ASSERT(c, r->status == KV_RS_WAITING && num_computed < kv_req_num_tokens(r),
+              "engine %u store GNMT(%u): %s, %u of %u tokens computed", c->e->cfg.index, r->id,
+              kv_req_status_name((kv_req_status)r->status), num_computed, kv_req_num_tokens(r));
     uint32_t bs = c->e->cfg.block_size, n = kv_req_num_tokens(r);
     *out = (kv_match){.ready = true};
     if (n < bs) return KV_OK; /* shorter than one block: nothing to look up */
@@ -113,12 +175,15 @@ static kv_status gnmt(void *self, const kv_req *r, uint32_t num_computed, kv_mat
     q->spec = (kv_store_load_spec){.vllm_cached = num_computed, .kvpool_cached = hit, .can_load = false};
     out->ext = hit - num_computed;
     out->load_async = true;
+    store_sched_invariants(c);
     return KV_OK;
 }
 
 static void usaa(void *self, kv_req *r, const kv_block_table *blocks, uint32_t ext) {
     store_sched *c = self;
     check_owner(c);
+    SS_ASSERT(c, r->status == KV_RS_WAITING, "engine %u store USAA(%u) in %s", c->e->cfg.index, r->id,
+              kv_req_status_name((kv_req_status)r->status));
     ss_req *q = find(c, r->id, true);
     if (!q) return;
     q->unfinished = true;
@@ -151,6 +216,10 @@ static void from_tracker(store_sched *c, ss_req *q, const kv_store_load_spec *sp
     if (skip && !load) return; /* nothing to save, nothing to load */
     kv_store_meta *m = building(c);
     if (m->n >= c->e->cfg.reqs_max) return;
+    /* a save moves the tracker forward and stays within the prompt (T4) */
+    SS_ASSERT(c, skip || (t->num_saved < to_save && to_save <= t->prefill_end),
+              "engine %u store request %u: save of [%u, %u) tokens, prefill ends at %u", c->e->cfg.index, q->id,
+              t->num_saved, to_save, t->prefill_end);
     kv_store_req_meta *rm = &m->req[m->n++];
     memset(rm, 0, sizeof *rm);
     rm->id = q->id;
@@ -171,7 +240,8 @@ static const kv_sreq *engine_req(const store_sched *c, uint32_t id) { return kv_
 
 static void on_new(store_sched *c, uint32_t id) {
     const kv_sreq *s = engine_req(c, id);
-    if (!s) return;
+    /* scheduled this step: the engine has it */
+    if (!SS_ASSERT(c, s != NULL, "engine %u store: new request %u is not live", c->e->cfg.index, id)) return;
     ss_req *q = find(c, id, true);
     if (!q) return;
     q->tokens = s->tokens;
@@ -185,6 +255,8 @@ static void on_new(store_sched *c, uint32_t id) {
 }
 
 static void on_cached(store_sched *c, uint32_t id, bool resumed) {
+    /* a consumer never saves (build skips it) */
+    if (!SS_ASSERT(c, !consumer(c), "engine %u store: cached request %u on a consumer", c->e->cfg.index, id)) return;
     const kv_sreq *s = engine_req(c, id);
     ss_req *q = find(c, id, false);
     if (!s || !q) return;
@@ -206,6 +278,10 @@ static void pending_loads(store_sched *c, const kv_sched_output *so) {
         if (kv_id_list_has(&so->new_reqs, q->id) || kv_id_list_has(&so->cached_reqs, q->id)) continue;
         kv_store_load_spec spec = q->spec;
         q->has_spec = false;
+        /* T3: what GNMT made of a hit */
+        if (!SS_ASSERT(c, spec.kvpool_cached > spec.vllm_cached, "engine %u store request %u: LoadSpec [%u, %u)",
+                       c->e->cfg.index, q->id, spec.vllm_cached, spec.kvpool_cached))
+            continue;
         bool before_fix = kv_bug_on(c->e->cfg.bugs, KV_BUG_STORE_EMPTY_BLOCK_TABLE) ||
                           kv_bug_on(c->e->cfg.bugs, KV_BUG_STORE_REJECTED_LOAD_SAVE);
         if (!spec.can_load && !before_fix) continue; /* a rejected speculative load is dropped */
@@ -241,6 +317,7 @@ static const void *build(void *self, const kv_sched_output *so) {
             on_cached(c, so->cached_reqs.id[i], kv_id_list_has(&so->resumed_reqs, so->cached_reqs.id[i]));
     pending_loads(c, so);
     c->cur ^= 1u;
+    if (store_sched_invariants(c) && KV_CHECKED) store_sched_walk(c);
     return m;
 }
 
@@ -248,6 +325,9 @@ static void request_finished(void *self, kv_req *r, const kv_block_table *blocks
     store_sched *c = self;
     check_owner(c);
     *delay = false;
+    if (!SS_ASSERT(c, kv_req_status_finished((kv_req_status)r->status), "engine %u store request_finished(%u) in %s",
+                   c->e->cfg.index, r->id, kv_req_status_name((kv_req_status)r->status)))
+        return;
     const ss_req *q = find(c, r->id, false);
     if (consumer(c) || !q || !q->tracker.used || q->tracker.num_saved == 0) return;
     *delay = kv_blocks_any(blocks);
@@ -261,12 +341,18 @@ static void update_output(void *self, kv_conn_output *o) {
 static void on_message(void *self, const kv_msg *m) {
     store_sched *c = self;
     check_owner(c);
-    if (m->kind != KV_M_STORE_LOOKUP_REPLY || m->len != sizeof(kv_m_store_lookup_reply)) return;
+    if (m->kind != KV_M_STORE_LOOKUP_REPLY) return;
+    /* our own lookup actor's reply: whole blocks */
     const kv_m_store_lookup_reply *r = m->payload;
+    if (!SS_ASSERT(c, m->len == sizeof *r && r->hit_tokens % c->e->cfg.block_size == 0,
+                   "engine %u store lookup reply of %u bytes: %u tokens (block %u)", c->e->cfg.index, m->len,
+                   m->len == sizeof *r ? r->hit_tokens : 0u, c->e->cfg.block_size))
+        return;
     ss_req *q = find(c, r->id, false);
     if (!q || q->lookup != SS_PENDING) return; /* the request ended meanwhile */
     q->lookup = SS_DONE;
     q->hit = r->hit_tokens;
+    if (store_sched_invariants(c) && KV_CHECKED) store_sched_walk(c);
 }
 
 static const kv_conn_sched_ops store_sched_ops = {

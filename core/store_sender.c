@@ -16,9 +16,24 @@
  *   PUT_REPLY -200    pressure skip for KV_STORE_PRESSURE_SKIP_NS; done
  *   other, timeout    done (the save is dropped)
  *   done              exactly one SAVE_DONE to the worker main, whatever
- *                     happened (the `finally:` that releases the pin) */
+ *                     happened (the `finally:` that releases the pin)
+ * Invariants (store_sender_invariants: X1-X2, O(1), on entry to and return
+ * from every message in every build; store_sender_walk: X3-X4 on return in
+ * checked builds; INV-ASSERT, core/assert.h):
+ *   X1 n <= KV_STORE_JOBS_MAX, head < KV_STORE_JOBS_MAX, n_keep <=
+ *      KV_STORE_BATCH_MAX;
+ *   X2 busy => a job is queued, and busy <=> an operation is in flight
+ *      (the channel's seq): a job waits only for the store's reply;
+ *   X3 the queued counts of the offsets sum to at most n (a job counts on
+ *      its request's offset once; one without a free offset counts none);
+ *      a forgotten offset still has jobs queued (else it is dropped);
+ *   X4 request ids are unique among used offsets.
+ * The jobs come from our own worker main (asserted: at most
+ * KV_STORE_BATCH_MAX blocks, a forget carries none); the store's replies are
+ * a peer's (validated: a count that does not match fails the job). */
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/msgs.h"
 #include "core/store.h"
 
@@ -59,12 +74,50 @@ static snd_offset *offset_of(kv_store_sender *s, uint32_t id, bool create) {
 
 static kv_m_store_save *current(kv_store_sender *s) { return &s->q[s->head]; }
 
+#define XS_ASSERT(s, cond, ...) KV_ASSERT((s)->w->env, (s)->w->cfg.index, cond, __VA_ARGS__)
+#define XS_ASSERT_CHECKED(s, cond, ...) KV_ASSERT_CHECKED((s)->w->env, (s)->w->cfg.index, cond, __VA_ARGS__)
+
+/* X1, X2: O(1). */
+static bool store_sender_invariants(const kv_store_sender *s) {
+    if (!XS_ASSERT(s, s->n <= KV_STORE_JOBS_MAX && s->head < KV_STORE_JOBS_MAX && s->n_keep <= KV_STORE_BATCH_MAX,
+                   "engine %u rank %u store send: %u jobs from %u, %u keys kept", s->w->cfg.index, s->w->rank, s->n,
+                   s->head, s->n_keep))
+        return false;
+    return XS_ASSERT(s, (!s->busy || s->n > 0) && s->busy == (s->chan.seq != 0),
+                     "engine %u rank %u store send: busy %d with %u jobs, seq %u in flight", s->w->cfg.index, s->w->rank,
+                     (int)s->busy, s->n, s->chan.seq);
+}
+
+/* X3, X4. Checked builds. */
+static bool store_sender_walk(const kv_store_sender *s) {
+    uint32_t queued = 0, ids[SND_OFFSETS_MAX], n = 0, a, b;
+    for (uint32_t i = 0; i < SND_OFFSETS_MAX; i++) {
+        const snd_offset *o = &s->off[i];
+        if (!o->used) continue;
+        queued += o->queued;
+        ids[n++] = o->id;
+        if (!XS_ASSERT_CHECKED(s, !o->forgotten || o->queued, "engine %u rank %u store send: request %u forgotten with no job",
+                               s->w->cfg.index, s->w->rank, o->id))
+            return false;
+    }
+    if (!XS_ASSERT_CHECKED(s, kv_ids_distinct(ids, n, &a, &b), "engine %u rank %u store send: request %u has two offsets",
+                           s->w->cfg.index, s->w->rank, ids[a]))
+        return false;
+    return XS_ASSERT_CHECKED(s, queued <= s->n, "engine %u rank %u store send: offsets count %u jobs, %u queued",
+                             s->w->cfg.index, s->w->rank, queued, s->n);
+}
+
 static void unqueue(kv_store_sender *s, uint32_t id) {
     snd_offset *o = offset_of(s, id, false);
     if (o && o->queued && --o->queued == 0 && o->forgotten) o->used = false;
 }
 
 static void job_done(kv_store_sender *s, uint32_t saved, int32_t status) {
+    /* the job in flight ends once, and its SAVE_DONE releases one pin */
+    if (!XS_ASSERT(s, s->busy && s->n > 0 && saved <= KV_STORE_BATCH_MAX,
+                   "engine %u rank %u store send: job done while busy %d with %u jobs (%u saved)", s->w->cfg.index,
+                   s->w->rank, (int)s->busy, s->n, saved))
+        return;
     unqueue(s, current(s)->id);
     kv_m_store_save_done d = {.id = current(s)->id, .saved_blocks = saved, .status = status};
     kv_rt_post(s->w->rt, s->main_actor, KV_M_STORE_SAVE_DONE, &d, sizeof d);
@@ -79,6 +132,9 @@ static void encode_keys(kv_store_sender *s, uint32_t type) {
     kv_wire_msg_reset(s->chan.msg, type);
     m->block_bytes = s->w->block_bytes;
     for (uint32_t i = 0; i < s->n_keep; i++) {
+        if (!XS_ASSERT(s, s->keep[i] < j->n && j->n <= KV_STORE_BATCH_MAX, "engine %u rank %u store send: key %u of a job of %u",
+                       s->w->cfg.index, s->w->rank, s->keep[i], j->n))
+            return;
         const kv_store_snap *e = &j->e[s->keep[i]];
         m->key[m->n] = kv_store_key_of(e->hash, s->w->head_lo, s->w->head_hi);
         if (type == KV_WIRE_STORE_PUT) memcpy(&m->data[m->n * m->block_bytes], e->bytes, m->block_bytes);
@@ -151,12 +207,25 @@ static void on_event(kv_store_sender *s, const kv_msg *m) {
     start_next(s);
 }
 
+static void handle(kv_store_sender *s, const kv_msg *m);
+
 static void send_handle(void *self, const kv_msg *m) {
     kv_store_sender *s = self;
     kv_owner_check(s->w->env, &s->owner, s->w->cfg.index);
+    store_sender_invariants(s);
+    handle(s, m);
+    if (store_sender_invariants(s) && KV_CHECKED) store_sender_walk(s);
+}
+
+static void handle(kv_store_sender *s, const kv_msg *m) {
     switch (m->kind) {
     case KV_M_STORE_SAVE: {
         const kv_m_store_save *j = m->payload;
+        /* our own worker main's job (issue_save, forget) */
+        if (!XS_ASSERT(s, j->n <= KV_STORE_BATCH_MAX && (!j->forget || j->n == 0),
+                       "engine %u rank %u store send: job of request %u with %u blocks (forget %u)", s->w->cfg.index,
+                       s->w->rank, j->id, j->n, j->forget))
+            return;
         if (j->forget) {
             snd_offset *o = offset_of(s, j->id, false);
             if (o && !o->queued) o->used = false;
@@ -176,6 +245,10 @@ static void send_handle(void *self, const kv_msg *m) {
     }
     case KV_M_STORE_SAVE_TIMEOUT:
         if (!kv_store_chan_timeout(&s->chan, m)) return;
+        /* the channel's operation in flight is this actor's job in flight */
+        if (!XS_ASSERT(s, s->busy, "engine %u rank %u store send: timeout with no job in flight", s->w->cfg.index,
+                       s->w->rank))
+            return;
         kv_logf(s->w->env, KV_LOG_INFO, "store send: request %u timed out", current(s)->id);
         job_done(s, 0, KV_STORE_FAILED);
         start_next(s);

@@ -18,10 +18,26 @@
  * not computed yet, as a rejected speculative load on D makes), and every
  * pin is released exactly once.
  *
- * Owner of everything here: the worker main actor. */
+ * Owner of everything here: the worker main actor.
+ *
+ * Invariants (store_worker_invariants: V1, O(1), on return from every hook
+ * and message in every build; V2-V3 walked in checked builds; INV-ASSERT,
+ * core/assert.h):
+ *   V1 the lists waiting for get_finished fit their bounds (the invalid
+ *      blocks a connector's share, KV_BAD_BLOCKS_CHILD_MAX), and no job is
+ *      half built between calls (job.n == 0);
+ *   V2 a used pin has a request id unique among used pins (a free pin's
+ *      fields are stale: pin_of rewrites a slot it hands out);
+ *   V3 an orphan's id is unique among orphans with pins.
+ * INV-SAVE stays what it was: the check of what the scheduler asked to
+ * save (seed 003's switches break it), and of pins released exactly once.
+ * The assertions are about this half's own bookkeeping: a dropped counter
+ * finds an orphan slot, a save job never outgrows KV_STORE_BATCH_MAX, a
+ * message from our own actors is one of theirs. */
 #include <stddef.h>
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/msgs.h"
 #include "core/store.h"
 
@@ -54,6 +70,35 @@ typedef struct store_worker {
 } store_worker;
 
 #define SW_VIOLATE(c, req, ...) kv_violate((c)->w->env, KV_INV_SAVE, (c)->w->cfg.index, (req), __VA_ARGS__)
+#define SW_ASSERT(c, cond, ...) KV_ASSERT((c)->w->env, (c)->w->cfg.index, cond, __VA_ARGS__)
+#define SW_ASSERT_CHECKED(c, cond, ...) KV_ASSERT_CHECKED((c)->w->env, (c)->w->cfg.index, cond, __VA_ARGS__)
+
+/* V1: O(1). */
+static bool store_worker_invariants(const store_worker *c) {
+    return SW_ASSERT(c, c->finished_recving.n <= KV_ENGINE_REQS_MAX && c->failed_recving.n <= KV_ENGINE_REQS_MAX &&
+                            c->invalid.n <= KV_BAD_BLOCKS_CHILD_MAX && c->job.n == 0,
+                     "engine %u rank %u store worker: %u recving, %u failed, %u invalid, job of %u blocks left",
+                     c->w->cfg.index, c->w->rank, c->finished_recving.n, c->failed_recving.n, c->invalid.n, c->job.n);
+}
+
+/* V2, V3. Checked builds. */
+static bool store_worker_walk(const store_worker *c) {
+    uint32_t pins[KV_ENGINE_REQS_MAX], orphans[KV_ENGINE_REQS_MAX], np = 0, no = 0, a, b;
+    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) {
+        if (c->pin[i].used) pins[np++] = c->pin[i].id;
+        if (c->orphan[i].pins) orphans[no++] = c->orphan[i].id;
+    }
+    if (!SW_ASSERT_CHECKED(c, kv_ids_distinct(pins, np, &a, &b), "engine %u rank %u store worker: request %u pinned twice (%u pins)",
+                           c->w->cfg.index, c->w->rank, pins[a], np))
+        return false;
+    return SW_ASSERT_CHECKED(c, kv_ids_distinct(orphans, no, &a, &b),
+                             "engine %u rank %u store worker: request %u orphaned twice", c->w->cfg.index, c->w->rank,
+                             orphans[a]);
+}
+
+static void store_worker_done(const store_worker *c) {
+    if (store_worker_invariants(c) && KV_CHECKED) store_worker_walk(c);
+}
 
 static sw_pin *pin_of(store_worker *c, uint32_t id, bool create) {
     sw_pin *free_slot = NULL;
@@ -69,6 +114,9 @@ static sw_pin *pin_of(store_worker *c, uint32_t id, bool create) {
 static void bind(void *self, const void *meta) {
     store_worker *c = self;
     kv_owner_check(c->w->env, &c->owner, c->w->cfg.index);
+    /* the previous step's metadata was cleared (one step at a time) */
+    SW_ASSERT(c, c->meta == NULL && meta != NULL, "engine %u rank %u store worker: bind over a bound step (%d) or to none (%d)",
+              c->w->cfg.index, c->w->rank, c->meta != NULL, meta == NULL);
     c->meta = meta;
 }
 
@@ -79,6 +127,12 @@ static void wait_for_save(void *self) { (void)self; }
  * dropped save (no pin taken). */
 static void post_job(store_worker *c, sw_pin *p) {
     if (!c->job.n) return;
+    if (!SW_ASSERT(c, c->job.n <= KV_STORE_BATCH_MAX && p->used && p->id == c->job.id,
+                   "engine %u rank %u store worker: save job of %u blocks for request %u on pin of %u (used %d)",
+                   c->w->cfg.index, c->w->rank, c->job.n, c->job.id, p->id, (int)p->used)) {
+        c->job.n = 0;
+        return;
+    }
     if (kv_rt_post(c->w->rt, c->sender_actor, KV_M_STORE_SAVE, &c->job, sizeof c->job) == KV_OK) {
         p->pins++;
         c->w->store_saves++;
@@ -133,6 +187,12 @@ static void issue_save(store_worker *c, const kv_store_req_meta *rm) {
                            rm->id, g, id, pos);
                 return;
             }
+            if (!SW_ASSERT(c, c->job.n < KV_STORE_BATCH_MAX && w->block_bytes <= KV_STORE_SNAP_BYTES,
+                           "engine %u rank %u store worker: save job of request %u at %u blocks (%u bytes each)",
+                           cfg->index, w->rank, rm->id, c->job.n, w->block_bytes)) {
+                c->job.n = 0;
+                return;
+            }
             kv_store_snap *e = &c->job.e[c->job.n++];
             e->hash = hash[pos];
             e->group = (uint8_t)g;
@@ -146,6 +206,13 @@ static void issue_save(store_worker *c, const kv_store_req_meta *rm) {
 
 static void issue_load(store_worker *c, const kv_store_req_meta *rm) {
     uint32_t bs = c->w->cfg.block_size;
+    /* a load is an accepted LoadSpec (T3 of store_sched.c): a non-empty
+     * range of whole blocks within a request's table */
+    if (!SW_ASSERT(c, rm->load.can_load && rm->load.vllm_cached < rm->load.kvpool_cached &&
+                          rm->load.kvpool_cached % bs == 0 && rm->load.kvpool_cached / bs <= KV_REQ_BLOCKS_MAX,
+                   "engine %u rank %u store worker: load of request %u: [%u, %u) tokens, can_load %d", c->w->cfg.index,
+                   c->w->rank, rm->id, rm->load.vllm_cached, rm->load.kvpool_cached, (int)rm->load.can_load))
+        return;
     kv_m_store_load j = {.id = rm->id, .from_pos = rm->load.vllm_cached / bs, .to_pos = rm->load.kvpool_cached / bs,
                          .num_tokens = rm->load.kvpool_cached, .tokens = rm->tokens, .blocks = rm->blocks};
     c->w->store_loads++;
@@ -160,14 +227,20 @@ static void forget(store_worker *c, uint32_t id) {
 }
 
 static void drop_counter(store_worker *c, sw_pin *p) {
+    bool kept = !p->pins;
     if (p->pins) {
         for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) {
             if (c->orphan[i].pins && c->orphan[i].id != p->id) continue;
             c->orphan[i].id = p->id;
             c->orphan[i].pins += p->pins;
+            kept = true;
             break;
         }
     }
+    /* pins of jobs still in flight are kept (each SAVE_DONE releases one):
+     * one orphan per pinned request at most, so a slot is free */
+    SW_ASSERT(c, kept, "engine %u rank %u store worker: %u pins of request %u lost (no orphan slot)", c->w->cfg.index,
+              c->w->rank, p->pins, p->id);
     p->used = false;
 }
 
@@ -202,6 +275,7 @@ static void get_finished(void *self, const kv_id_list *finished, kv_conn_output 
     }
     kv_id_list_move(&out->finished_recving, &c->finished_recving);
     kv_id_list_move(&out->failed_recving, &c->failed_recving);
+    store_worker_done(c);
 }
 
 static void load_errors(void *self, kv_bad_blocks *out) {
@@ -222,6 +296,11 @@ static void on_load_done(store_worker *c, const kv_m_store_load_done *d) {
     kv_worker *w = c->w;
     const kv_engine_cfg *cfg = &w->cfg;
     const kv_m_store_load *j = &d->job;
+    /* our own receive actor's report of the job we gave it */
+    if (!SW_ASSERT(c, d->id == j->id && d->n_failed <= KV_GROUPS_MAX * KV_REQ_BLOCKS_MAX && j->from_pos <= j->to_pos,
+                   "engine %u rank %u store worker: LOAD_DONE %u of job %u, %u failed, [%u, %u)", cfg->index, w->rank,
+                   d->id, j->id, d->n_failed, j->from_pos, j->to_pos))
+        return;
     kv_digest_memo dm;
     kv_digest_memo_init(&dm, &j->tokens, cfg->block_size, 0);
     for (uint32_t g = 0; g < j->blocks.n_groups && g < cfg->n_groups; g++)
@@ -270,6 +349,7 @@ static void on_message(void *self, const kv_msg *m) {
     case KV_M_STORE_LOAD_DONE: on_load_done(c, m->payload); break;
     default: kv_logf(c->w->env, KV_LOG_WARN, "store worker: unexpected message %u", m->kind);
     }
+    store_worker_done(c);
 }
 
 static const kv_conn_worker_ops store_worker_ops = {

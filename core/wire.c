@@ -46,7 +46,18 @@
  * wire is zero and array entries past their counts are never read, so the
  * encoding is canonical: encode(decode(b)) == b for every accepted b. (A
  * message is ~40 KiB at capacity; decode touches only what it carries.) Encode checks the same bounds (KV_EINVAL) and the
- * buffer capacity (KV_ENOMEM); bounds win over capacity. */
+ * buffer capacity (KV_ENOMEM); bounds win over capacity.
+ *
+ * The encode path's invariant (kv_wire_encoded_ok, which the core asserts
+ * after encoding each of its own messages; core/assert.h):
+ *   C1 the frame starts 'K' 'V', KV_WIRE_VERSION, the message's type;
+ *   C2 its length field is the payload's length, len - KV_WIRE_HDR_BYTES;
+ *   C3 (checked builds) it decodes, and the decoded message carries what
+ *      the encoded one did: every scalar and count on the wire, every entry
+ *      up to its count, the strings. So our own encoder never sends a peer
+ *      a frame that peer's decoder refuses, or one that says something else.
+ * This file has no env (it is pure, and fuzz_wire compiles its own copy):
+ * it states the predicate, its callers assert it. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
@@ -273,6 +284,95 @@ kv_status kv_wire_encode(const kv_wire_msg *m, uint8_t *buf, size_t cap, size_t 
     w_u32(&len_w, (uint32_t)(w.n - KV_WIRE_HDR_BYTES));
     *out_len = w.n;
     return KV_OK;
+}
+
+/* ---- the encode path's postcondition ---- */
+
+#ifdef KVCONN_CHECKED
+static bool same_table(const kv_block_table *a, const kv_block_table *b) {
+    if (a->n_groups != b->n_groups) return false;
+    for (uint32_t g = 0; g < a->n_groups && g < KV_GROUPS_MAX; g++)
+        if (a->n[g] != b->n[g] || memcmp(a->id[g], b->id[g], (size_t)a->n[g] * sizeof a->id[g][0]) != 0) return false;
+    return true;
+}
+
+static bool same_meta(const kv_wire_xfer_meta *a, const kv_wire_xfer_meta *b) {
+    if (a->d_engine != b->d_engine || a->d_tp_size != b->d_tp_size || a->d_tp_rank != b->d_tp_rank ||
+        a->batch != b->batch || strcmp(a->d_addr.s, b->d_addr.s) != 0 || a->n_groups != b->n_groups ||
+        a->block_bytes != b->block_bytes || a->n_reqs != b->n_reqs)
+        return false;
+    for (uint32_t g = 0; g < a->n_groups; g++)
+        if (a->region[g].region != b->region[g].region || a->region[g].len != b->region[g].len) return false;
+    for (uint32_t i = 0; i < a->n_reqs; i++)
+        if (a->req[i].d_req != b->req[i].d_req || a->req[i].transfer_id != b->req[i].transfer_id ||
+            !same_table(&a->req[i].blocks, &b->req[i].blocks))
+            return false;
+    return true;
+}
+
+static bool same_resp(const kv_wire_xfer_resp *a, const kv_wire_xfer_resp *b) {
+    return a->status == b->status && a->batch == b->batch && a->p_tp_rank == b->p_tp_rank && a->n_ok == b->n_ok &&
+           a->n_err == b->n_err && memcmp(a->ok, b->ok, (size_t)a->n_ok * sizeof a->ok[0]) == 0 &&
+           memcmp(a->err, b->err, (size_t)a->n_err * sizeof a->err[0]) == 0 && strcmp(a->err_msg, b->err_msg) == 0;
+}
+
+static bool same_boot(uint32_t type, const kv_wire_boot *a, const kv_wire_boot *b) {
+    if (a->engine != b->engine || a->tp_size != b->tp_size || a->tp_rank != b->tp_rank || a->found != b->found)
+        return false;
+    uint32_t n = boot_n_addr(type, a->tp_size);
+    for (uint32_t i = 0; i < n && i < KV_TP_MAX; i++)
+        if (strcmp(a->addr[i].s, b->addr[i].s) != 0) return false;
+    return true;
+}
+
+static bool same_store(uint32_t type, const kv_wire_store *a, const kv_wire_store *b) {
+    if (a->seq != b->seq || a->n != b->n) return false;
+    bool keys = type == KV_WIRE_STORE_EXIST || type == KV_WIRE_STORE_PUT || type == KV_WIRE_STORE_GET;
+    bool flags = type == KV_WIRE_STORE_EXIST_REPLY || type == KV_WIRE_STORE_GET_REPLY;
+    bool sized = type == KV_WIRE_STORE_PUT || type == KV_WIRE_STORE_GET || type == KV_WIRE_STORE_GET_REPLY;
+    bool status = type == KV_WIRE_STORE_PUT_REPLY || type == KV_WIRE_STORE_GET_REPLY;
+    if ((sized && a->block_bytes != b->block_bytes) || (status && a->status != b->status)) return false;
+    size_t data = 0;
+    for (uint32_t i = 0; i < a->n && i < KV_STORE_KEYS_MAX; i++) {
+        if (keys && (a->key[i].hash != b->key[i].hash || a->key[i].heads != b->key[i].heads)) return false;
+        if (flags && a->flag[i] != b->flag[i]) return false;
+        data += type == KV_WIRE_STORE_PUT || (type == KV_WIRE_STORE_GET_REPLY && a->flag[i]);
+    }
+    if (type != KV_WIRE_STORE_PUT && type != KV_WIRE_STORE_GET_REPLY) return true;
+    return memcmp(a->data, b->data, data * a->block_bytes) == 0;
+}
+
+/* C3: decode(buf) carries what m does. */
+static bool decodes_as(const kv_wire_msg *m, const uint8_t *buf, size_t len) {
+    kv_wire_msg back; /* ~42 KiB of stack; decode writes only what the frame carries */
+    if (kv_wire_decode(buf, len, &back) != KV_OK || back.type != m->type) return false;
+    switch ((kv_wire_type)m->type) {
+    case KV_WIRE_XFER_META: return same_meta(&m->u.meta, &back.u.meta);
+    case KV_WIRE_XFER_RESP: return same_resp(&m->u.resp, &back.u.resp);
+    case KV_WIRE_BOOT_REG:
+    case KV_WIRE_BOOT_QUERY:
+    case KV_WIRE_BOOT_REPLY: return same_boot(m->type, &m->u.boot, &back.u.boot);
+    case KV_WIRE_STORE_EXIST:
+    case KV_WIRE_STORE_EXIST_REPLY:
+    case KV_WIRE_STORE_PUT:
+    case KV_WIRE_STORE_PUT_REPLY:
+    case KV_WIRE_STORE_GET:
+    case KV_WIRE_STORE_GET_REPLY: return same_store(m->type, &m->u.store, &back.u.store);
+    }
+    return false;
+}
+#endif
+
+bool kv_wire_encoded_ok(const kv_wire_msg *m, const uint8_t *buf, size_t len) {
+    if (!m || !buf || len < KV_WIRE_HDR_BYTES || len - KV_WIRE_HDR_BYTES > UINT32_MAX) return false;
+    if (buf[0] != 'K' || buf[1] != 'V' || buf[2] != KV_WIRE_VERSION || buf[3] != m->type) return false; /* C1 */
+    uint32_t payload = (uint32_t)buf[4] | (uint32_t)buf[5] << 8 | (uint32_t)buf[6] << 16 | (uint32_t)buf[7] << 24;
+    if (payload != len - KV_WIRE_HDR_BYTES) return false; /* C2 */
+#ifdef KVCONN_CHECKED
+    return decodes_as(m, buf, len); /* C3 */
+#else
+    return true;
+#endif
 }
 
 /* ---- reader: bounded, sticky failure ---- */

@@ -1,11 +1,40 @@
 /* core/worker.c — the worker main actor (vLLM's model-runner thread) of one
  * TP rank: per step it binds the connector metadata, starts loads, runs the
  * "forward pass" (writes each scheduled block's KV bytes, derived from token
- * ids), waits for saves and collects the connector's finished sets. */
+ * ids), waits for saves and collects the connector's finished sets.
+ *
+ * Invariants (worker_invariants, O(1), at construction and on every message
+ * in every build; INV-ASSERT, core/assert.h):
+ *   G1 rank < tp, its heads a non-empty range [head_lo, head_hi) of
+ *      KV_HEADS, block_bytes = heads x head_bytes, capacity = pool + 1;
+ *   G2 a connector worker half is bound, with its ops;
+ *   G3 the tails (last written block per request) are keyed by id mod
+ *      KV_WORKER_TAILS.
+ * The frozen step of an EXECUTE is our own scheduler's (asserted: at most
+ * reqs_max requests, a step number, every block id within this rank's
+ * memory; in checked builds each table the engine's groups covering the
+ * tokens to compute); the STEP_RESULT it packs fits
+ * KV_STEP_RESULT_PACKED_MAX. */
 #include "core/worker.h"
 
 #include <stdio.h> /* snprintf only */
 #include <string.h>
+
+#include "core/assert.h"
+
+#define WK_ASSERT(w, cond, ...) KV_ASSERT((w)->env, (w)->cfg.index, cond, __VA_ARGS__)
+
+/* G1-G3: O(1) (G3 is checked where a tail is used). */
+static bool worker_invariants(const kv_worker *w) {
+    if (!WK_ASSERT(w, w->rank < w->cfg.tp && w->head_lo < w->head_hi && w->head_hi <= KV_HEADS &&
+                          w->block_bytes == (w->head_hi - w->head_lo) * w->cfg.head_bytes &&
+                          w->capacity == w->cfg.pool_blocks + 1u,
+                   "engine %u rank %u of %u worker: heads [%u, %u), block %u bytes, capacity %u", w->cfg.index,
+                   w->rank, w->cfg.tp, w->head_lo, w->head_hi, w->block_bytes, w->capacity))
+        return false;
+    return WK_ASSERT(w, w->conn.ops && w->conn.self && w->mem, "engine %u rank %u worker: connector %d, memory %d",
+                     w->cfg.index, w->rank, w->conn.ops != NULL, w->mem != NULL);
+}
 
 
 /* Forward pass: rewrite every block the step's tokens touched. */
@@ -20,6 +49,8 @@ static void forward(kv_worker *w, const kv_step *st) {
         kv_digest_memo_init(&dm, &q->tokens, bs, end);
         /* the block the step ends in: continue its digest from the last step */
         kv_worker_tail *tl = &w->tail[q->id % KV_WORKER_TAILS];
+        WK_ASSERT(w, !tl->used || tl->id % KV_WORKER_TAILS == q->id % KV_WORKER_TAILS,
+                  "engine %u rank %u worker: tail of request %u in the slot of %u", w->cfg.index, w->rank, tl->id, q->id);
         bool same = tl->used && tl->id == q->id && tl->tokens.token_seed == q->tokens.token_seed &&
                     tl->tokens.prefix_group == q->tokens.prefix_group && tl->tokens.prefix_len == q->tokens.prefix_len;
         kv_digest_memo_put(&dm, last - 1, kv_block_digest_grow(&q->tokens, last - 1, bs, end, &tl->run, same));
@@ -33,6 +64,11 @@ static void forward(kv_worker *w, const kv_step *st) {
             for (uint32_t pos = mamba ? last - 1 : first; pos < last && pos < q->blocks.n[g]; pos++) {
                 uint32_t id = q->blocks.id[g][pos];
                 if (id == KV_NULL_BLOCK) continue;
+                /* our scheduler's block: within this rank's memory (the
+                 * provider would skip one that is not, silently) */
+                if (!WK_ASSERT(w, id < w->capacity, "engine %u rank %u worker: request %u group %u position %u block %u of %u",
+                               w->cfg.index, w->rank, q->id, g, pos, id, w->capacity))
+                    continue;
                 f[n++] = (kv_kvmem_fill){.block = id, .group = g, .digest = kv_block_digest_m(&dm, pos)};
             }
             if (n) w->mem->fill(w->memh[g], f, n);
@@ -40,9 +76,31 @@ static void forward(kv_worker *w, const kv_step *st) {
     }
 }
 
+/* The frozen step our scheduler published: within its table (cheap), each
+ * request with the engine's groups and tokens to compute within its table
+ * (a walk of the step: checked builds). */
+static bool step_ok(const kv_worker *w, const kv_step *st) {
+    if (!WK_ASSERT(w, st && st->n_reqs <= w->cfg.reqs_max && st->step_no > 0,
+                   "engine %u rank %u worker: EXECUTE of step %llu with %u requests of %u", w->cfg.index, w->rank,
+                   st ? (unsigned long long)st->step_no : 0ull, st ? st->n_reqs : 0u, w->cfg.reqs_max))
+        return false;
+    for (uint32_t i = 0; KV_CHECKED && i < st->n_reqs; i++) {
+        const kv_step_req *q = &st->req[i];
+        if (!KV_ASSERT_CHECKED(w->env, w->cfg.index, q->blocks.n_groups == w->cfg.n_groups && q->num_scheduled > 0 &&
+                              q->computed_before + q->num_scheduled <= q->num_tokens &&
+                              kv_cdiv(q->computed_before + q->num_scheduled, w->cfg.block_size) <= q->blocks.n[0],
+                       "engine %u rank %u worker: step %llu request %u: %u groups, [%u, +%u) of %u tokens, %u blocks",
+                       w->cfg.index, w->rank, (unsigned long long)st->step_no, q->id, q->blocks.n_groups,
+                       q->computed_before, q->num_scheduled, q->num_tokens, q->blocks.n[0]))
+            return false;
+    }
+    return true;
+}
+
 static void on_execute(kv_worker *w, const kv_m_execute *x) {
     const kv_step *st = x->step;
     const kv_conn_worker_ops *ops = w->conn.ops;
+    if (!step_ok(w, st)) return;
     ops->bind_connector_metadata(w->conn.self, st->conn_meta);
     ops->start_load_kv(w->conn.self);
     forward(w, st);
@@ -59,12 +117,19 @@ static void on_execute(kv_worker *w, const kv_m_execute *x) {
     for (uint32_t i = 0; i < st->n_reqs; i++) toks += st->req[i].num_scheduled;
     uint64_t cost = st->n_reqs ? w->cfg.step_ns_base + toks * w->cfg.step_ns_per_token : 0;
     uint32_t len = kv_step_result_pack(res, w->result_buf);
+    /* what the scheduler will unpack: every list within its bound */
+    WK_ASSERT(w, len <= KV_STEP_RESULT_PACKED_MAX && res->out.finished_sending.n <= KV_ENGINE_REQS_MAX &&
+                     res->out.finished_recving.n <= KV_ENGINE_REQS_MAX && res->out.failed_recving.n <= KV_ENGINE_REQS_MAX &&
+                     res->out.invalid_blocks.n <= KV_BAD_BLOCKS_MAX,
+              "engine %u rank %u worker: step %llu result of %u bytes", w->cfg.index, w->rank,
+              (unsigned long long)st->step_no, len);
     kv_rt_post_at(w->rt, w->sched_actor, kv_now_ns(w->env) + cost, KV_M_STEP_RESULT, w->result_buf, len);
 }
 
 static void main_handle(void *self, const kv_msg *m) {
     kv_worker *w = self;
     kv_owner_check(w->env, &w->owner, w->cfg.index);
+    worker_invariants(w);
     if (m->kind == KV_M_EXECUTE) {
         on_execute(w, m->payload);
         return;
@@ -109,6 +174,7 @@ kv_status kv_worker_new(kv_engine *e, uint32_t rank, kvt *t, kv_conn_kind kind, 
         kv_worker_free(w);
         return st;
     }
+    worker_invariants(w);
     *out = w;
     return KV_OK;
 }

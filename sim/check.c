@@ -47,7 +47,8 @@ void sim_check_begin(sim_check *c, const sim_check_view *v) {
 }
 
 void sim_check_event(sim_check *c, uint32_t actor, const kv_msg *m) {
-    c->v.res->armed[KV_INV_OWNER]++; /* the core's owner checks ran on this event */
+    c->v.res->armed[KV_INV_OWNER]++;  /* the core's owner checks ran on this event, */
+    c->v.res->armed[KV_INV_ASSERT]++; /* and its actor's invariant function on return (core/assert.h) */
     if (actor >= SIM_ACTORS_MAX) return;
     const chk_actor *a = &c->actor[actor];
     if (m->kind == KV_M_P2P_RECV_START) chk_outcome_pull(c, m); /* on D's receiver */

@@ -8,6 +8,7 @@
 #ifndef KVCONN_WIRE_H
 #define KVCONN_WIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -129,5 +130,14 @@ kv_status kv_wire_encode(const kv_wire_msg *m, uint8_t *buf, size_t cap, size_t 
  * their counts are unspecified (as after kv_wire_msg_reset). On error *out
  * is zeroed and nothing else is written. */
 kv_status kv_wire_decode(const uint8_t *buf, size_t len, kv_wire_msg *out);
+
+/* The postcondition of kv_wire_encode for a message our own code built:
+ * buf[0..len) is one frame with the header of m's type and a payload length
+ * of len - KV_WIRE_HDR_BYTES. In checked builds (KVCONN_CHECKED) it also
+ * decodes the frame and compares what the message carries (its counts and
+ * scalars): what we send a peer is what that peer's decoder accepts. The
+ * core asserts it after every encode (core/assert.h); a peer's bytes are
+ * only ever decoded, never asserted on. */
+bool kv_wire_encoded_ok(const kv_wire_msg *m, const uint8_t *buf, size_t len);
 
 #endif

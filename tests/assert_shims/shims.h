@@ -1,0 +1,47 @@
+/* tests/assert_shims/shims.h — test_assert's reach into the private state
+ * of the core's opaque actors. Each shim_<module>.c compiles core/<module>.c
+ * into the suite (as fuzz/cmp/wire_cmp.c does for the codec: the object
+ * defines every symbol of the module, so the linker never takes the
+ * library's copy) and adds functions that break one invariant of that
+ * module's object, the way a bug would, from the test itself. No
+ * production code changes for them. Linked into test_assert only
+ * (CMakeLists.txt). */
+#ifndef KVCONN_TESTS_ASSERT_SHIMS_H
+#define KVCONN_TESTS_ASSERT_SHIMS_H
+
+#include <stdbool.h>
+
+#include "core/engine.h"
+#include "core/p2p.h"
+#include "core/store.h"
+#include "core/worker.h"
+
+/* shim_p2p_worker.c (a rank whose connector is p2p) */
+kv_p2p_sender *shim_p2p_sender(const kv_worker *w);
+kv_p2p_receiver *shim_p2p_receiver(const kv_worker *w);
+void shim_p2p_worker_forget_sender_actor(kv_worker *w);      /* K1 */
+/* shim_p2p_sender.c */
+void shim_p2p_sender_leak_request_slot(kv_p2p_sender *s);    /* S5 */
+/* shim_p2p_receiver.c */
+void shim_p2p_receiver_orphan_request(kv_p2p_receiver *r);   /* R4 */
+void shim_p2p_receiver_unterminated_addr(kv_p2p_receiver *r);/* C1-C3: our own pull cannot encode */
+/* shim_p2p_sched.c (an engine whose connector is p2p) */
+void shim_p2p_sched_window_on_full_group(kv_engine *e);      /* Q2 */
+/* shim_store_sched.c (an engine whose connector is store) */
+bool shim_store_sched_misalign_tracker(kv_engine *e, uint32_t id); /* T4 */
+/* shim_store_worker.c (a rank whose connector is store) */
+kv_store_sender *shim_store_sender(const kv_worker *w);
+kv_store_receiver *shim_store_receiver(const kv_worker *w);
+kv_store_lookup *shim_store_lookup(const kv_worker *w);      /* rank 0 */
+bool shim_store_worker_duplicate_pin(kv_worker *w);          /* V2 */
+/* shim_store_sender.c, shim_store_receiver.c, shim_store_lookup.c: busy
+ * flipped, so it no longer matches the channel's operation in flight */
+void shim_store_sender_flip_busy(kv_store_sender *s);        /* X2 */
+void shim_store_receiver_flip_busy(kv_store_receiver *r);    /* Y2 */
+void shim_store_lookup_flip_busy(kv_store_lookup *l);        /* L2 */
+/* shim_multi_sched.c (an engine whose connector is a MultiConnector) */
+bool shim_multi_sched_choice_without_hit(kv_engine *e);      /* M3 */
+/* shim_multi_worker.c */
+void shim_multi_worker_duplicate_hold(kv_worker *w);         /* N2 */
+
+#endif

@@ -1,0 +1,575 @@
+/* tests/test_assert.c — the core's own assertions (core/assert.h): for each
+ * class (the invariant function of every state machine, a precondition, a
+ * postcondition, our own wire message well formed) a deliberately broken
+ * core trips it.
+ *
+ * How the core is broken, never by a bug switch in production code:
+ *   - objects a test can build alone (block pool, request, bootstrap) are
+ *     corrupted through their structs;
+ *   - inside a simulated run, a block-memory provider (core/kvmem.h: the
+ *     worker calls its fill for every block a forward pass computes) is
+ *     the test's hook: at a chosen fill it corrupts an object of the
+ *     running world, through its public struct or, for the opaque actors,
+ *     through tests/assert_shims/ (the module compiled into this suite with
+ *     its private struct in reach), or posts a message our own actors would
+ *     never send.
+ * In the simulator a failed assertion is KV_INV_ASSERT: recorded, the run
+ * stopped after the event (no event runs after it), the detail naming
+ * file:line, the object and its state. In a production env (posix_env) a
+ * cheap assertion aborts, after a line that names it. Checked-tier tests
+ * (whole-object walks) skip themselves where KVCONN_CHECKED is off. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/block_pool.h"
+#include "core/bootstrap.h"
+#include "core/request.h"
+#include "kvconn/wire.h"
+#include "sim/sim_rt.h"
+#include "sim/world.h"
+#include "tests/assert_shims/shims.h"
+#include "tests/support/test_env.h"
+#include "transport/posix/posix_env.h"
+
+#ifdef KVCONN_CHECKED
+#define NEED_CHECKED() ((void)0)
+#else
+#define NEED_CHECKED() cr_skip_test("a checked-tier assertion: this build has no KVCONN_CHECKED")
+#endif
+
+/* ---- objects alone, in the test env (it records like the simulator) ---------- */
+
+static test_env te;
+
+static void expect_assert(const char *file, const char *what) {
+    cr_assert_geq(te.n_violations, 1, "the broken object went unnoticed");
+    cr_assert_eq(te.v[0].inv, KV_INV_ASSERT, "first violation %s: %s", kv_inv_name(te.v[0].inv), te.v[0].detail);
+    cr_assert(strstr(te.v[0].detail, file) && strstr(te.v[0].detail, what), "detail '%s' lacks '%s' / '%s'",
+              te.v[0].detail, file, what);
+}
+
+static kv_block_pool pool;
+
+static void pool_setup(void) {
+    test_env_init(&te);
+    te.quiet = 1;
+    cr_assert_eq(kv_pool_init(&pool, &te.env, KV_ACTOR_NONE, 3, 1, 33), KV_OK);
+    cr_assert_eq(te.n_violations, 0);
+}
+static void pool_teardown(void) { kv_pool_deinit(&pool); }
+
+TestSuite(assert_pool, .init = pool_setup, .fini = pool_teardown);
+
+/* Invariant function, cheap tier (P5): a held block counted as pinned too
+ * breaks conservation; the next transition reports it. */
+Test(assert_pool, invariants_catch_a_block_counted_twice) {
+    uint32_t ids[4];
+    cr_assert_eq(kv_pool_alloc(&pool, 4, ids), KV_OK);
+    pool.n_tag[KV_BT_PINNED]++;
+    kv_pool_free(&pool, ids, 1);
+    expect_assert("core/block_pool.c:", "engine 3 group 1: free");
+    cr_expect(strstr(te.v[0].detail, "pinned 1"), "%s", te.v[0].detail);
+}
+
+/* Invariant function, checked tier (P7): a broken back link keeps every
+ * counter right, so only the structural walk sees it; the pool runs the
+ * walk itself every walk_period transitions. */
+Test(assert_pool, structural_walk_catches_a_broken_free_list) {
+    NEED_CHECKED();
+    uint32_t id;
+    cr_assert_eq(kv_pool_alloc(&pool, 1, &id), KV_OK);
+    pool.meta[pool.meta[pool.head].next].prev = 0; /* the second free block forgets the first */
+    for (uint32_t i = 0; i < 200 && te.n_violations == 0; i++) {
+        kv_pool_tag(&pool, id, KV_BT_PINNED);
+        kv_pool_tag(&pool, id, KV_BT_OWNED);
+    }
+    expect_assert("core/block_pool.c:", "pool structure");
+    cr_expect(strstr(te.v[0].detail, "prev link"), "%s", te.v[0].detail);
+    /* the checker's call of the same walk still reports INV-CONSERVE */
+    te.n_violations = 0;
+    cr_expect_not(kv_pool_check(&pool));
+    cr_expect_eq(te.v[0].inv, KV_INV_CONSERVE);
+}
+
+/* Precondition: an allocation trusts n_free; a free list that ends early is
+ * reported, and the allocation hands out the null block instead of
+ * corrupting block 0. */
+Test(assert_pool, allocation_from_a_list_shorter_than_n_free) {
+    pool.head = 0;
+    uint32_t id = 99;
+    kv_pool_alloc(&pool, 1, &id);
+    expect_assert("core/block_pool.c:", "free-list head 0");
+    cr_expect_eq(id, KV_NULL_BLOCK);
+    cr_expect_eq(pool.meta[0].ref_cnt, 0, "the null block stays untouched");
+}
+
+/* Postcondition (the request setter asserts R1-R4 after every edge): a
+ * request that computed more tokens than it has is caught at its next
+ * transition, even a legal one. */
+Test(assert_request, setter_asserts_the_request_after_each_edge) {
+    test_env_init(&te);
+    te.quiet = 1;
+    kv_req r = {.id = 7, .status = KV_RS_RUNNING, .prompt_len = 32, .max_tokens = 4, .num_output = 1};
+    cr_assert(kv_req_set_status(&te.env, 2, &r, KV_RS_PREEMPTED));
+    cr_assert(kv_req_set_status(&te.env, 2, &r, KV_RS_RUNNING));
+    cr_assert_eq(te.n_violations, 0);
+    r.num_computed = 40; /* 33 tokens exist */
+    cr_expect_not(kv_req_set_status(&te.env, 2, &r, KV_RS_PREEMPTED));
+    expect_assert("core/request.c:", "request 7 (PREEMPTED): num_computed 40");
+    cr_expect_eq(r.status, KV_RS_PREEMPTED, "the edge itself is legal and taken");
+    /* an illegal edge stays vLLM's scheduler assertion */
+    te.n_violations = 0;
+    cr_expect_not(kv_req_set_status(&te.env, 2, &r, KV_RS_WAITING_FOR_REMOTE_KVS));
+    cr_expect_eq(te.v[0].inv, KV_INV_SCHED_ASSERT);
+}
+
+/* ---- the production env: a cheap assertion aborts, naming itself -------------- */
+
+Test(assert_production, a_cheap_assertion_aborts, .signal = SIGABRT) {
+    static kvp_env pe;
+    kvp_env_cfg cfg = {.level = KV_LOG_ERROR, .tag = "test"};
+    cr_assert_eq(kvp_env_init(&pe, &cfg), KV_OK);
+    static kv_block_pool p;
+    cr_assert_eq(kv_pool_init(&p, &pe.env, KV_ACTOR_NONE, 0, 0, 9), KV_OK);
+    p.n_free_cached = p.n_free + 1; /* P3 */
+    kv_pool_reset(&p);              /* fixed by the fill, so: */
+    p.n_tag[KV_BT_OWNED] = 3;       /* P5 */
+    uint32_t id;
+    kv_pool_alloc(&p, 1, &id); /* aborts */
+}
+
+Test(assert_production, the_line_names_the_assertion) {
+    static kvp_env pe;
+    kvp_env_cfg cfg = {.level = KV_LOG_ERROR, .tag = "test", .keep_going = true};
+    cr_assert_eq(kvp_env_init(&pe, &cfg), KV_OK);
+    char path[] = "/tmp/kvconn-assert-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    kv_req r = {.id = 9, .status = KV_RS_RUNNING, .prompt_len = 8, .max_tokens = 1, .num_output = 2};
+    kv_req_set_status(&pe.env, 4, &r, KV_RS_FINISHED_ABORTED);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    char line[512] = {0};
+    cr_assert_geq(pread(fd, line, sizeof line - 1, 0), 1);
+    close(fd);
+    unlink(path);
+    cr_expect_eq(kvp_env_violations(&pe), 1);
+    cr_expect(strstr(line, "VIOLATION INV-ASSERT engine 4"), "%s", line);
+    cr_expect(strstr(line, "core/request.c:") && strstr(line, "assert(r->num_output <= r->max_tokens) failed"), "%s", line);
+    cr_expect(strstr(line, "request 9 (FINISHED_ABORTED): num_output 2 > max_tokens 1"), "%s", line);
+}
+
+/* ---- bootstrap, on the simulator's runtime ---------------------------------------- */
+
+static void sink(void *self, const kv_msg *m) {
+    (void)m;
+    ++*(uint32_t *)self;
+}
+
+/* Invariant function (B1-B2): an engine whose TP size is outside 1..4 is
+ * caught at the service's next message, whoever sends it. */
+Test(assert_bootstrap, invariants_catch_an_impossible_tp_size) {
+    test_env_init(&te);
+    te.quiet = 1;
+    sim_choice ch;
+    sim_choice_init(&ch, NULL, 0, 3);
+    sim_rt *rt;
+    sim_rt_cfg rc = {.events_max = 64, .arena_bytes = 1 << 16, .lat_min_ns = 1000, .lat_max_ns = 2000};
+    cr_assert_eq(sim_rt_new(&te.env, &rc, &ch, &rt), KV_OK);
+    kv_bootstrap *b;
+    cr_assert_eq(kv_bootstrap_new(&te.env, sim_rt_iface(rt), 0, &b), KV_OK);
+    static uint32_t replies;
+    uint32_t client;
+    cr_assert_eq(kv_rt_spawn(sim_rt_iface(rt), "client", 1, sink, &replies, 4096, &client), KV_OK);
+    te.actor = b->actor; /* the test env names the running actor: the bootstrap's own */
+    b->tp[2] = 9;
+    kv_m_boot_query q = {.engine = 2, .reply_to = client};
+    kv_rt_post(sim_rt_iface(rt), b->actor, KV_M_BOOT_QUERY, &q, sizeof q);
+    sim_rt_deliver_due(rt);
+    cr_assert(sim_rt_run_one(rt));
+    expect_assert("core/bootstrap.c:", "engine 2 with TP 9");
+    kv_bootstrap_free(b);
+    sim_rt_free(rt);
+}
+
+/* ---- inside simulated runs ------------------------------------------------------------ */
+
+static sim_world *W;
+static sim_world_cfg C;
+static sim_result R, CLEAN;
+
+/* One breakage per run: called at every fill (a forward pass computed
+ * blocks), or with at_read at every read of a block's KV (a save's
+ * snapshot, a verification), until it returns true. */
+typedef bool (*breaker)(void);
+static breaker brk;
+static bool at_read;
+static int broke;
+static kv_kvmem_ops hook;
+
+static void hook_fill(void *h, const kv_kvmem_fill *f, uint32_t n) {
+    kv_kvmem_host.fill(h, f, n);
+    if (brk && !at_read && !broke && brk()) broke = 1;
+}
+
+static const uint8_t *hook_read(void *h, uint32_t block, uint8_t *scratch) {
+    if (brk && at_read && !broke && brk()) broke = 1;
+    return kv_kvmem_host.read(h, block, scratch);
+}
+
+static void world_setup(void) {
+    cr_assert_eq(sim_world_new(&W), KV_OK);
+    sim_world_cfg_default(&C);
+    hook = kv_kvmem_host;
+    hook.fill = hook_fill;
+    hook.read = hook_read;
+    sim_world_set_kvmem(W, (kv_kvmem){.ops = &hook});
+    brk = NULL;
+    at_read = false;
+}
+static void world_teardown(void) { sim_world_free(W); }
+
+TestSuite(assert_sim, .init = world_setup, .fini = world_teardown, .timeout = 60);
+
+static kv_engine *eng(uint32_t i) { return (kv_engine *)sim_world_engine(W, i); }
+static kv_worker *rank0(uint32_t i) { return eng(i)->worker[0]; }
+
+/* The scenario runs clean as it is, and trips `what` in `file` when b
+ * breaks it: KV_INV_ASSERT, and no event after the one that failed. */
+static void run_broken(breaker b, const char *file, const char *what) {
+    brk = NULL;
+    cr_assert_eq(sim_world_run(W, &C, NULL, &CLEAN), KV_OK);
+    cr_assert(!CLEAN.violated, "the scenario is not clean unbroken: %s %s", kv_inv_name(CLEAN.inv), CLEAN.detail);
+    brk = b;
+    broke = 0;
+    cr_assert_eq(sim_world_run(W, &C, NULL, &R), KV_OK);
+    cr_assert(broke, "the breaker never found its moment");
+    cr_assert(R.violated, "a broken core ran clean");
+    cr_assert_eq(R.inv, KV_INV_ASSERT, "expected INV-ASSERT, got %s: %s", kv_inv_name(R.inv), R.detail);
+    cr_assert(strstr(R.detail, file) && strstr(R.detail, what), "detail '%s' lacks '%s' / '%s'", R.detail, file, what);
+    cr_assert_eq(R.events, R.event + 1, "the run went on after the failed event (%llu of %llu)",
+                 (unsigned long long)R.event, (unsigned long long)R.events);
+    cr_assert_lt(R.events, CLEAN.events);
+}
+
+/* P/D over p2p: request 0 at 1 ms, request 1 at 50 ms. */
+static void p2p_two(uint32_t max_tokens) {
+    C.n_reqs = 2;
+    C.req[0] = (sim_req_plan){.at_ns = 1000000, .prompt_len = 90, .max_tokens = max_tokens};
+    C.req[1] = (sim_req_plan){.at_ns = 50000000, .prompt_len = 97, .max_tokens = max_tokens};
+}
+
+/* Request 0 saves a 96-token prefix, 1 evicts it locally, 2 loads it from
+ * the store on P and on D (test_store.c's shared prefix). */
+static void shared_prefix(uint8_t conn) {
+    C.conn_p = C.conn_d = conn;
+    C.pool_blocks_p = C.pool_blocks_d = 24;
+    C.prefix_caching = true;
+    C.n_reqs = 3;
+    C.req[0] = (sim_req_plan){.at_ns = 1000000, .prompt_len = 96, .max_tokens = 8, .prefix_group = 1, .prefix_len = 96,
+                              .sequential = 1};
+    C.req[1] = (sim_req_plan){.at_ns = 40000000, .prompt_len = 300, .max_tokens = 8, .prefix_group = 2, .sequential = 1};
+    C.req[2] = (sim_req_plan){.at_ns = 80000000, .prompt_len = 120, .max_tokens = 8, .prefix_group = 1,
+                              .prefix_len = 96, .sequential = 1};
+}
+
+/* -- engine scheduler -- */
+
+/* Invariant function, cheap tier (E4): a step in flight with no result to
+ * wait for. */
+static bool lose_pending_results(void) {
+    kv_engine *p = eng(0);
+    if (!p->busy) return false;
+    p->results_pending = 0;
+    return true;
+}
+Test(assert_sim, engine_invariants_catch_a_step_with_no_result_pending) {
+    p2p_two(4);
+    run_broken(lose_pending_results, "core/engine.c:", "busy 1 results_pending 0");
+    cr_expect_eq(R.engine, 0);
+}
+
+/* Invariant function, checked tier (W3): a decoding request whose phase
+ * says it is held on P. */
+static bool wrong_phase(void) {
+    kv_engine *d = eng(1);
+    for (uint64_t m = d->live; m; m &= m - 1) {
+        kv_sreq *s = &d->req[__builtin_ctzll(m)];
+        if (s->r.status != KV_RS_RUNNING || s->r.num_output + 2 >= s->r.max_tokens) continue;
+        s->phase = KV_PH_P_HELD;
+        return true;
+    }
+    return false;
+}
+Test(assert_sim, engine_walk_catches_a_phase_its_status_does_not_imply) {
+    NEED_CHECKED();
+    p2p_two(8);
+    run_broken(wrong_phase, "core/engine.c:", "RUNNING, queued 1, delay_free 0, phase p_held");
+}
+
+/* Precondition: a STEP_RESULT (our own workers' message) from a rank the
+ * engine does not have. */
+static bool result_from_rank_7(void) {
+    kv_engine *p = eng(0);
+    if (!p->busy) return false;
+    static kv_m_step_result res;
+    static uint8_t buf[KV_STEP_RESULT_PACKED_MAX];
+    memset(&res, 0, sizeof res);
+    res.rank = 7;
+    res.step_no = p->step.step_no;
+    uint32_t len = kv_step_result_pack(&res, buf);
+    kv_rt_post(p->rt, p->sched_actor, KV_M_STEP_RESULT, buf, len);
+    return true;
+}
+Test(assert_sim, engine_precondition_refuses_a_result_from_a_rank_it_lacks) {
+    p2p_two(4);
+    run_broken(result_from_rank_7, "core/engine.c:", "result from rank 7 of 1");
+}
+
+/* -- p2p -- */
+
+/* Invariant function, checked tier (S5): a request slot no pull holds. */
+static bool leak_sender_slot(void) {
+    shim_p2p_sender_leak_request_slot(shim_p2p_sender(rank0(0)));
+    return true;
+}
+Test(assert_sim, p2p_sender_walk_catches_a_leaked_request_slot) {
+    NEED_CHECKED();
+    p2p_two(4);
+    run_broken(leak_sender_slot, "core/p2p_sender.c:", "request slots used, pulls hold");
+}
+
+/* Precondition: a ready-wait timer (our own) for a pull slot that does not
+ * exist. */
+static bool bogus_sender_timer(void) {
+    struct { uint32_t slot, gen; } t = {.slot = 99, .gen = 1}; /* kv_m_snd_timer */
+    kv_rt_post(eng(0)->rt, kv_conn_worker_p2p_actor(&rank0(0)->conn), KV_M_P2P_SEND_TIMEOUT, &t, sizeof t);
+    return true;
+}
+Test(assert_sim, p2p_sender_precondition_refuses_a_timer_it_never_armed) {
+    p2p_two(4);
+    run_broken(bogus_sender_timer, "core/p2p_sender.c:", "timer slot 99");
+}
+
+/* Invariant function, checked tier (R4): a request slot in use that is
+ * neither staged nor in a batch. */
+static bool orphan_receiver_request(void) {
+    shim_p2p_receiver_orphan_request(shim_p2p_receiver(rank0(1)));
+    return true;
+}
+Test(assert_sim, p2p_receiver_walk_catches_an_orphaned_request) {
+    NEED_CHECKED();
+    p2p_two(4);
+    run_broken(orphan_receiver_request, "core/p2p_receiver.c:", "requests used,");
+}
+
+/* Invariant function (Q2): a full-attention group told to keep a window. */
+static bool window_on_full_group(void) {
+    shim_p2p_sched_window_on_full_group(eng(0));
+    return true;
+}
+Test(assert_sim, p2p_sched_invariants_catch_a_window_on_a_full_group) {
+    p2p_two(4);
+    run_broken(window_on_full_group, "core/p2p_sched.c:", "group 0 (kind 0) keeps 3 blocks");
+}
+
+/* Invariant function (K1): P's worker half loses its sender's actor. */
+static bool forget_sender_actor(void) {
+    shim_p2p_worker_forget_sender_actor(rank0(0));
+    return true;
+}
+Test(assert_sim, p2p_worker_invariants_catch_a_lost_sender) {
+    p2p_two(4);
+    run_broken(forget_sender_actor, "core/p2p_worker.c:", "p2p worker: sender 1 receiver 0 on a producer");
+}
+
+/* Our own wire message: the receiver's address loses its terminator, so
+ * the next pull it encodes is out of the codec's bounds; the receiver
+ * asserts the encode (and refuses to send), not P. */
+static bool unterminated_receiver_addr(void) {
+    shim_p2p_receiver_unterminated_addr(shim_p2p_receiver(rank0(1)));
+    return true;
+}
+Test(assert_sim, our_own_pull_that_cannot_encode_is_an_assertion) {
+    p2p_two(4);
+    run_broken(unterminated_receiver_addr, "core/p2p_receiver.c:", "encode KV_EINVAL");
+}
+
+/* -- store -- */
+
+/* Invariant function, checked tier (T4): the save tracker of a request D
+ * still decodes says half a block was saved. */
+static bool misaligned_tracker(void) {
+    kv_engine *d = eng(1);
+    for (uint64_t m = d->live; m; m &= m - 1) {
+        const kv_sreq *s = &d->req[__builtin_ctzll(m)];
+        if (s->r.status == KV_RS_RUNNING && s->r.num_output + 2 < s->r.max_tokens)
+            return shim_store_sched_misalign_tracker(d, s->r.id);
+    }
+    return false;
+}
+Test(assert_sim, store_sched_walk_catches_a_save_off_the_block_grid) {
+    NEED_CHECKED();
+    shared_prefix(KV_CONN_STORE);
+    run_broken(misaligned_tracker, "core/store_sched.c:", "tracker saved 8 of prefill");
+}
+
+/* Invariant function, checked tier (V2): a request pinned twice, made while
+ * its save snapshots P's blocks (a read of their KV). */
+static bool duplicate_pin(void) { return shim_store_worker_duplicate_pin(rank0(0)); }
+Test(assert_sim, store_worker_walk_catches_a_request_pinned_twice) {
+    NEED_CHECKED();
+    shared_prefix(KV_CONN_STORE);
+    at_read = true;
+    run_broken(duplicate_pin, "core/store_worker.c:", "pinned twice");
+}
+
+/* Invariant functions (X2, Y2, L2): busy no longer says whether the store
+ * channel has an operation in flight. */
+static bool flip_sender_busy(void) {
+    shim_store_sender_flip_busy(shim_store_sender(rank0(0)));
+    return true;
+}
+static bool flip_receiver_busy(void) {
+    shim_store_receiver_flip_busy(shim_store_receiver(rank0(0)));
+    return true;
+}
+static bool flip_lookup_busy(void) {
+    shim_store_lookup_flip_busy(shim_store_lookup(rank0(0)));
+    return true;
+}
+Test(assert_sim, store_sender_invariants_catch_a_phantom_job) {
+    shared_prefix(KV_CONN_STORE);
+    run_broken(flip_sender_busy, "core/store_sender.c:", "store send: busy");
+}
+Test(assert_sim, store_receiver_invariants_catch_a_phantom_job) {
+    shared_prefix(KV_CONN_STORE);
+    run_broken(flip_receiver_busy, "core/store_receiver.c:", "store recv:");
+}
+Test(assert_sim, store_lookup_invariants_catch_a_phantom_lookup) {
+    shared_prefix(KV_CONN_STORE);
+    run_broken(flip_lookup_busy, "core/store_lookup.c:", "store lookup:");
+}
+
+/* -- MultiConnector -- */
+
+/* Invariant function, checked tier (M3): D's choice of a child that had no
+ * hit, while the request still decodes. */
+static bool choice_without_hit(void) {
+    kv_engine *d = eng(1);
+    for (uint64_t m = d->live; m; m &= m - 1) {
+        const kv_sreq *s = &d->req[__builtin_ctzll(m)];
+        if (s->r.status == KV_RS_RUNNING && s->r.num_output + 2 < s->r.max_tokens)
+            return shim_multi_sched_choice_without_hit(d);
+    }
+    return false;
+}
+Test(assert_sim, multi_sched_walk_catches_a_choice_without_a_hit) {
+    NEED_CHECKED();
+    shared_prefix(KV_CONN_MULTI_P2P_STORE);
+    run_broken(choice_without_hit, "core/multi_sched.c:", "chosen 0, hits 0");
+}
+
+/* Invariant function, checked tier (N2): two holds for one request. */
+static bool duplicate_hold(void) {
+    shim_multi_worker_duplicate_hold(rank0(0));
+    return true;
+}
+Test(assert_sim, multi_worker_walk_catches_a_request_held_twice) {
+    NEED_CHECKED();
+    shared_prefix(KV_CONN_MULTI_P2P_STORE);
+    run_broken(duplicate_hold, "core/multi_worker.c:", "request 4242 held twice");
+}
+
+/* -- proxy, worker -- */
+
+/* Invariant function (X1): more requests ended than were submitted. */
+static bool proxy_overcount(void) {
+    kv_proxy *px = (kv_proxy *)sim_world_proxy(W);
+    px->ok = px->submitted + 1;
+    return true;
+}
+Test(assert_sim, proxy_invariants_catch_more_ends_than_requests) {
+    p2p_two(4);
+    run_broken(proxy_overcount, "core/proxy.c:", "aborted of 1 submitted");
+}
+
+/* Invariant function (G1): a rank that holds no heads. */
+static bool headless_rank(void) {
+    kv_worker *w = rank0(0);
+    w->head_lo = w->head_hi;
+    return true;
+}
+Test(assert_sim, worker_invariants_catch_a_rank_without_heads) {
+    p2p_two(4);
+    run_broken(headless_rank, "core/worker.c:", "rank 0 of 1 worker: heads [4, 4)");
+}
+
+/* ---- our own wire messages ---------------------------------------------------------- */
+
+static kv_wire_msg msg;
+static uint8_t frame[KV_WIRE_MAX];
+
+static size_t encode(void) {
+    size_t len = 0;
+    cr_assert_eq(kv_wire_encode(&msg, frame, sizeof frame, &len), KV_OK);
+    return len;
+}
+
+/* The encode path's postcondition holds for what the encoder writes, of
+ * every type, and fails for a frame that is not what was encoded. */
+Test(assert_wire, encoded_ok_holds_for_the_encoder_and_fails_for_other_frames) {
+    kv_wire_msg_reset(&msg, KV_WIRE_XFER_META);
+    msg.u.meta = (kv_wire_xfer_meta){.d_engine = 1, .d_tp_size = 2, .d_tp_rank = 1, .batch = 7, .n_groups = 1,
+                                     .block_bytes = 64, .n_reqs = 1};
+    snprintf(msg.u.meta.d_addr.s, sizeof msg.u.meta.d_addr.s, "sim:3/1");
+    msg.u.meta.req[0] = (kv_wire_req_blocks){.d_req = 5, .transfer_id = 5, .blocks = {.n_groups = 1, .n = {2}}};
+    msg.u.meta.req[0].blocks.id[0][0] = 3;
+    msg.u.meta.req[0].blocks.id[0][1] = 4;
+    size_t len = encode();
+    cr_assert(kv_wire_encoded_ok(&msg, frame, len));
+    frame[3] = KV_WIRE_XFER_RESP; /* C1: another type */
+    cr_expect_not(kv_wire_encoded_ok(&msg, frame, len));
+    frame[3] = KV_WIRE_XFER_META;
+    cr_expect_not(kv_wire_encoded_ok(&msg, frame, len - 1)); /* C2: the length field says otherwise */
+#ifdef KVCONN_CHECKED
+    frame[len - 1] ^= 1; /* C3: the last block id differs from what was encoded */
+    cr_expect_not(kv_wire_encoded_ok(&msg, frame, len));
+    frame[len - 1] ^= 1;
+#endif
+    cr_expect(kv_wire_encoded_ok(&msg, frame, len));
+
+    kv_wire_msg_reset(&msg, KV_WIRE_XFER_RESP);
+    msg.u.resp.batch = 7;
+    msg.u.resp.n_ok = 1;
+    msg.u.resp.ok[0] = 5;
+    snprintf(msg.u.resp.err_msg, sizeof msg.u.resp.err_msg, "none");
+    len = encode();
+    cr_expect(kv_wire_encoded_ok(&msg, frame, len));
+#ifdef KVCONN_CHECKED
+    msg.u.resp.ok[0] = 6; /* the frame no longer carries the message */
+    cr_expect_not(kv_wire_encoded_ok(&msg, frame, len));
+#endif
+
+    kv_wire_msg_reset(&msg, KV_WIRE_STORE_PUT);
+    msg.u.store = (kv_wire_store){.seq = 3, .block_bytes = 4, .n = 1};
+    msg.u.store.key[0] = (kv_store_key){.hash = 0x1234, .heads = 4};
+    memcpy(msg.u.store.data, "abcd", 4);
+    len = encode();
+    cr_expect(kv_wire_encoded_ok(&msg, frame, len));
+#ifdef KVCONN_CHECKED
+    frame[len - 2] = 'X'; /* a byte of the block */
+    cr_expect_not(kv_wire_encoded_ok(&msg, frame, len));
+#endif
+
+    kv_wire_msg_reset(&msg, KV_WIRE_BOOT_REG);
+    msg.u.boot = (kv_wire_boot){.engine = 2, .tp_size = 1};
+    snprintf(msg.u.boot.addr[0].s, sizeof msg.u.boot.addr[0].s, "sim:1/0");
+    len = encode();
+    cr_expect(kv_wire_encoded_ok(&msg, frame, len));
+}
