@@ -18,6 +18,7 @@
 #                   mutants.tsv (the plan), meta.env, baseline/, logs/
 #   --resume        continue the run in --out (same options and sources), skipping finished mutants
 #   --report        print the report of --out again (after editing bench/mutation_equivalent.txt)
+#   --only ID       run only this mutant of the listing (repeatable; for triage: with --out elsewhere)
 #
 # Per mutant: the mutated file is written into a scratch copy of the tree
 # ($KVCONN_MUT_DIR, default /tmp/kvmut/src; never into this checkout), kvsim
@@ -39,7 +40,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SCR=${KVCONN_MUT_DIR:-/tmp/kvmut}
-sample="" seed=1 files=() ops="" budget=full fuzz=1 out="" resume=0 report_only=0
+sample="" seed=1 files=() ops="" budget=full fuzz=1 out="" resume=0 report_only=0 only=()
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die() { echo "mutation.sh: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
@@ -53,6 +54,7 @@ while [ $# -gt 0 ]; do
     --out) out=${2:?}; shift 2 ;;
     --resume) resume=1; shift ;;
     --report) report_only=1; shift ;;
+    --only) only+=("${2:?}"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown option $1" ;;
   esac
@@ -141,14 +143,19 @@ stripped() { objcopy --strip-debug "$1" "$2"; }
 listed=$(python3 "$ROOT/tools/mutate.py" list --root "$PRISTINE" --files "${files[@]}" ${ops:+--ops "$ops"} | wc -l)
 python3 "$ROOT/tools/mutate.py" list --root "$PRISTINE" --files "${files[@]}" ${ops:+--ops "$ops"} \
   ${sample:+--sample "$sample" --seed "$seed"} > "$SCR/plan.tsv"
-[ -s "$SCR/plan.tsv" ] || die "no mutants for --files ${files[*]} ${ops:+--ops $ops}"
+if [ ${#only[@]} -gt 0 ]; then
+  printf '%s\n' "${only[@]}" | awk -F'\t' 'NR == FNR { want[$1] = 1; next } $1 in want' - "$SCR/plan.tsv" > "$SCR/plan.only"
+  mv "$SCR/plan.only" "$SCR/plan.tsv"
+fi
+[ -s "$SCR/plan.tsv" ] || die "no mutants for --files ${files[*]} ${ops:+--ops $ops} ${only[*]:+--only ${only[*]}}"
 
 cmdline="bench/mutation.sh${sample:+ --sample $sample --seed $seed}"
 for f in "${files[@]}"; do cmdline+=" --files '$f'"; done
 cmdline+="${ops:+ --ops $ops} --budget $budget$([ "$fuzz" = 1 ] || echo ' --no-fuzz')"
+for o in "${only[@]}"; do cmdline+=" --only $o"; done
 newmeta=$(printf '%s\n' "fingerprint=$fingerprint" "budget=$budget" "fuzz=$([ "$fuzz" = 1 ] && echo "${FUZZ_S} s" || echo off)" \
   "files=${files[*]}" "ops=${ops:-default}" "sample=${sample:-all}" "seed=$seed" \
-  "seeds_faults=$S_FAULTS" "seeds_load=$S_LOAD" "seeds_steady=$S_STEADY")
+  "seeds_faults=$S_FAULTS" "seeds_load=$S_LOAD" "seeds_steady=$S_STEADY" "only=${only[*]}")
 if [ "$resume" = 1 ]; then
   { [ -f "$out/meta.env" ] && [ -f "$out/mutants.tsv" ]; } || die "--resume: no run in $out"
   [ "$(grep -v -e '^commit=' -e '^command=' -e '^started=' -e '^host=' -e '^cores=' -e '^listed=' -e '^limits=' "$out/meta.env")" = "$newmeta" ] \
@@ -212,6 +219,10 @@ if [ "$fuzz" = 1 ]; then
   build_fuzz > "$SCR/build-fuzz-clean.log" 2>&1 || { tail -30 "$SCR/build-fuzz-clean.log" >&2; die "fuzz build failed"; }
   FUZZ_OPTS=$("$SRC/tools/fuzz_options.sh" fuzz_scenario "$SRC/fuzz")
 fi
+# The invariant of a log's first "VIOLATION INV ..." line. (No "| head" in
+# this script: under pipefail a writer cut short by SIGPIPE fails the
+# pipeline, and set -e the script.)
+first_violation() { awk '/^VIOLATION / && !f { print $2; f = 1 }' "$1"; }
 run_fuzz() { # LOGDIR: runs fuzz_scenario for FUZZ_S s; prints "clean" or "fuzz:KIND"
   local d=$1 rc=0
   rm -rf "$d/fuzz-work"; mkdir -p "$d/fuzz-work"
@@ -221,7 +232,7 @@ run_fuzz() { # LOGDIR: runs fuzz_scenario for FUZZ_S s; prints "clean" or "fuzz:
     "$d/fuzz-work" "$SRC/corpus/fuzz_scenario" > "$d/fuzz.log" 2>&1) || rc=$?
   rm -rf "$d/fuzz-work"
   local v
-  v=$(sed -n 's/^VIOLATION \([^ ]*\).*/\1/p' "$d/fuzz.log" | head -1)
+  v=$(first_violation "$d/fuzz.log")
   if [ -n "$v" ]; then echo "fuzz:$v"
   elif grep -q 'ERROR: LeakSanitizer' "$d/fuzz.log"; then echo "fuzz:leak"
   elif grep -q 'ERROR: AddressSanitizer' "$d/fuzz.log"; then echo "fuzz:asan"
@@ -250,7 +261,7 @@ row() { # the result row: status how workload seed hashes fuzz build_s kill_s wa
 }
 while IFS=$'\t' read -r id func desc <&3; do
   i=$((i + 1))
-  if [ "$resume" = 1 ] && cut -f1 "$out/results.tsv" | grep -qxF -- "$id"; then continue; fi
+  if [ "$resume" = 1 ] && awk -F'\t' -v id="$id" '$1 == id { f = 1 } END { exit !f }' "$out/results.tsv"; then continue; fi
   file=${id%%:*} rest=${id#*:}; rest=${rest#*:}; rest=${rest#*:}; op=${rest%%:*}
   d=$out/logs/$(echo "$id" | tr '/:' '__')
   rm -rf "$d"; mkdir -p "$d"
@@ -282,12 +293,12 @@ while IFS=$'\t' read -r id func desc <&3; do
     timeout -k 5 "${LIMIT[$w]}" "${NICE[@]}" "${MEMLIMIT[@]}" "$KVSIM" sweep --workload "$w" \
       --seeds "${SEEDS[$w]}" --jobs "$JOBS" --stop \
       > "$d/sweep-$w.log" 2>&1 || rc=$?
-    inv=$(sed -n 's/^VIOLATION \([^ ]*\) at .*/\1/p' "$d/sweep-$w.log" | head -1)
-    fseed=$(sed -n 's/^first violation: seed \([0-9]*\).*/\1/p' "$d/sweep-$w.log" | head -1)
+    inv=$(first_violation "$d/sweep-$w.log")
+    fseed=$(awk '/^first violation: seed / && !f { print $4; f = 1 }' "$d/sweep-$w.log")
     if [ -n "$inv" ]; then status=killed how=$inv
     elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then status=killed how=timeout note="past ${LIMIT[$w]} s"
     elif [ "$rc" = 5 ]; then status=killed how=sim-error note=$(grep -m1 '^runs' "$d/sweep-$w.log" || true)
-    elif [ "$rc" != 0 ]; then status=killed how=crash note="exit $rc: $(grep -v '^$' "$d/sweep-$w.log" | tail -1 | cut -c1-160)"
+    elif [ "$rc" != 0 ]; then status=killed how=crash note="exit $rc: $(awk 'NF { l = $0 } END { print substr(l, 1, 160) }' "$d/sweep-$w.log")"
     fi
     if [ -n "$status" ]; then wl=$w kseed=$fseed kill_s=$(since "$t_run"); break; fi
   done
@@ -297,9 +308,9 @@ while IFS=$'\t' read -r id func desc <&3; do
     for w in "${WORKLOADS[@]}"; do
       if ! hashes "$w" "${SEEDS[$w]}" "$d/hashes-$w.txt" "${LIMIT[$w]}"; then hashes_v="error($w)"; break; fi
       if ! cmp -s "$d/hashes-$w.txt" "$SCR/hashes-$w.txt"; then
-        nd=$(paste -d' ' "$SCR/hashes-$w.txt" "$d/hashes-$w.txt" | awk '$2 != $4 { n++ } END { print n + 0 }')
         hashes_v="changed"
-        note+="${note:+; }$w: $nd/$(wc -l < "$SCR/hashes-$w.txt") seeds differ (first $(paste -d' ' "$SCR/hashes-$w.txt" "$d/hashes-$w.txt" | awk '$2 != $4 { print $1; exit }'))"
+        note+="${note:+; }$w: $(paste -d' ' "$SCR/hashes-$w.txt" "$d/hashes-$w.txt" \
+          | awk '$2 != $4 { if (!n++) first = $1 } END { printf "%d/%d seeds differ (first %s)", n, NR, first }')"
       fi
       rm -f "$d/hashes-$w.txt"
     done
@@ -320,7 +331,7 @@ while IFS=$'\t' read -r id func desc <&3; do
   if [ "$status" = killed ]; then
     for f in "$d"/sweep-*.log; do
       [ -f "$f" ] || continue
-      { grep -E '^(runs|VIOLATION|first violation|  |kvsim)' "$f" || true; } | head -6 > "$f.head"
+      awk '/^(runs|VIOLATION|first violation|  |kvsim)/ && n++ < 6' "$f" > "$f.head"
       mv "$f.head" "$f"
     done
   fi

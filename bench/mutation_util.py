@@ -55,6 +55,12 @@ def cmd_sync(args):
     print(h.hexdigest()[:16])
 
 
+# -Werror diagnostics that are type errors in all but name (a swapped argument)
+TYPE_WARNINGS = {"int-conversion", "incompatible-pointer-types", "conversion", "sign-conversion", "pointer-sign",
+                 "discarded-qualifiers", "enum-conversion", "int-to-pointer-cast", "pointer-to-int-cast",
+                 "float-conversion", "format="}
+
+
 def read_results(path):
     rows = {}
     with open(path, encoding="utf-8") as fh:
@@ -87,6 +93,8 @@ def read_equiv(path):
 
 def verdict(r, eq):
     s = r["status"]
+    if s == "survived" and r["fuzz"] == "not built" and "fuzz build:" in r["note"] and "error:" in r["note"]:
+        return "not_compiled"  # clang (the fuzz, clang and asan presets) rejects what gcc took
     if s == "survived" and r["id"] in eq:
         return "equivalent"
     return s
@@ -174,7 +182,18 @@ def cmd_report(args):
     L.append("| | mutants | |")
     L.append("|---|---:|---|")
     L.append("| run | %d | %s |" % (n, "of %d planned" % planned if planned and planned != n else ""))
-    L.append("| not compiled | %d | the checked gcc build rejects them (-Werror) |" % nc)
+    warns = {}
+    nc_clang = count(lambda r: r["verdict"] == "not_compiled" and r["status"] == "survived")
+    for r in rows:
+        if r["verdict"] == "not_compiled" and r["status"] == "not_compiled":
+            w = r["note"].split("-Werror=")[1].split("]")[0] if "-Werror=" in r["note"] else ""
+            if w and w not in TYPE_WARNINGS:
+                warns[w] = warns.get(w, 0) + 1
+    nw = sum(warns.values())
+    L.append("| not compiled | %d | gcc (the checked build, -Werror): %d type errors (type conversions included), "
+             "%d other warnings%s; clang only (the fuzz build): %d |" % (
+                 nc, nc - nw - nc_clang, nw,
+                 " (%s)" % ", ".join("%s %d" % kv for kv in sorted(warns.items())) if warns else "", nc_clang))
     L.append("| equivalent: identical object code | %d | the mutated file compiles to the same code (debug info aside) |" % tce)
     L.append("| equivalent: listed | %d | bench/mutation_equivalent.txt, with the reason |" % eqv)
     if err:
@@ -184,6 +203,8 @@ def cmd_report(args):
         if cat in by_how:
             total = sum(by_how[cat].values())
             detail = ", ".join("%s %d" % (k, v) for k, v in sorted(by_how[cat].items(), key=lambda kv: (-kv[1], kv[0])))
+            if list(by_how[cat]) == [cat]:
+                detail = ""
             L.append("| &nbsp;&nbsp;by %s | %d | %s |" % (cat, total, detail))
     for cat in sorted(set(by_how) - {"invariant", "crash", "timeout", "sim-error", "fuzz"}):
         L.append("| &nbsp;&nbsp;by %s | %d | |" % (cat, sum(by_how[cat].values())))
