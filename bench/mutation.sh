@@ -125,13 +125,14 @@ configure() { # DIR cmake-args...
   "${NICE[@]}" cmake -S "$SRC" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVCONN_TESTS=OFF "$@" \
     > "$SCR/configure-$(basename "$dir").log" 2>&1 || { tail -20 "$SCR/configure-$(basename "$dir").log" >&2; die "configure $dir failed"; }
 }
-# the default preset's cache variables (the tests are not built: only kvsim runs)
+# the default preset's cache variables (the tests are not built: only kvsim runs);
+# builds run under LC_ALL=C so the compilers' first error line is plain ASCII
 configure "$BUILD" -DCMAKE_C_COMPILER=gcc
 KVSIM=$BUILD/bin/kvsim
-build_kvsim() { timeout -k 10 600 "${NICE[@]}" cmake --build "$BUILD" -j "$JOBS" --target kvsim; }
+build_kvsim() { LC_ALL=C timeout -k 10 600 "${NICE[@]}" cmake --build "$BUILD" -j "$JOBS" --target kvsim; }
 # the fuzz preset's
 configure_fuzz() { configure "$FBUILD" -DCMAKE_C_COMPILER=clang -DKVCONN_FUZZ=ON -DKVCONN_SANITIZE=address,undefined; }
-build_fuzz() { timeout -k 10 600 "${NICE[@]}" cmake --build "$FBUILD" -j "$JOBS" --target fuzz_scenario; }
+build_fuzz() { LC_ALL=C timeout -k 10 600 "${NICE[@]}" cmake --build "$FBUILD" -j "$JOBS" --target fuzz_scenario; }
 
 log "building the unmutated kvsim"
 build_kvsim > "$SCR/build-clean.log" 2>&1 || { tail -30 "$SCR/build-clean.log" >&2; die "the unmutated tree does not build"; }

@@ -181,7 +181,11 @@ def cmd_report(args):
     L.append("")
     L.append("| | mutants | |")
     L.append("|---|---:|---|")
-    L.append("| run | %d | %s |" % (n, "of %d planned" % planned if planned and planned != n else ""))
+    if meta.get("listed"):
+        L.append("| generated | %s | the listing (files %s, operators %s) |" % (
+            meta["listed"], meta.get("files", "?"), meta.get("ops", "?")))
+    L.append("| run | %d | %s |" % (n, "of %d planned (the sample)" % planned if planned and planned != n
+                                   else ("the sample" if meta.get("sample", "all") != "all" else "")))
     warns = {}
     nc_clang = count(lambda r: r["verdict"] == "not_compiled" and r["status"] == "survived")
     for r in rows:
