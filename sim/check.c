@@ -2,10 +2,13 @@
  * (see check.h for the families and check_int.h for their state). */
 #include "sim/check_int.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/p2p.h"
+#include "core/store.h"
 #include "core/worker.h"
 
 kv_status sim_check_new(sim_check **out) {
@@ -56,13 +59,20 @@ void sim_check_event(sim_check *c, uint32_t actor, const kv_msg *m) {
     case CHK_ACTOR_SCHED:
         /* Pools change only on their engine's scheduler actor (the owner). */
         chk_pool_event(c, a->engine);
-        if (m->kind == KV_M_STEP_RESULT) {
-            chk_outcome_step_result(c, a->engine, m);
-            chk_hold_sched(c, a->engine);
-        }
+        if (m->kind == KV_M_STEP_RESULT) chk_hold_sched(c, a->engine);
         break;
     case CHK_ACTOR_MAIN:
         if (m->kind == KV_M_EXECUTE) chk_data_execute(c, a->engine, a->rank, m);
+        if (m->kind == KV_M_P2P_RECV_DONE && m->len >= sizeof(kv_m_recv_done)) {
+            const kv_m_recv_done *d = m->payload;
+            chk_outcome_load_done(c, a->engine, a->rank, d->d_req, d->failed);
+        }
+        if (m->kind == KV_M_STORE_LOAD_DONE && m->len >= offsetof(kv_m_store_load_done, failed)) {
+            uint32_t id, n_failed;
+            memcpy(&id, m->payload, 4);
+            memcpy(&n_failed, (const uint8_t *)m->payload + 4, 4);
+            chk_outcome_load_done(c, a->engine, a->rank, id, n_failed != 0);
+        }
         break;
     case CHK_ACTOR_PROXY:
         if (m->kind == KV_M_PROXY_SUBMIT) chk_outcome_submit(c, m);
@@ -112,12 +122,20 @@ void sim_check_end(sim_check *c, bool timed_out) {
 void chk_touch(sim_check *c, uint32_t id, uint32_t cause) {
     if (id >= chk_n_reqs(c) || cause >= CHK_C_COUNT) return;
     c->req[id].causes |= 1u << cause;
-    c->req[id].n_touch++;
+    chk_add_fails(&c->req[id], cause == CHK_C_MIXED_CONN ? CHK_UNBOUNDED : 1u);
+}
+
+void chk_add_fails(chk_req *q, uint32_t n) {
+    q->n_touch = n >= CHK_UNBOUNDED - q->n_touch ? CHK_UNBOUNDED : q->n_touch + n;
 }
 
 bool chk_ended_by(const sim_check *c, uint32_t id, uint64_t t) {
     const kv_proxy_req *q = kv_proxy_slot(c->v.proxy, id);
-    return q->used && q->id == id && q->outcome != KV_OUT_PENDING && q->done_ns <= t;
+    const chk_req *r = &c->req[id];
+    /* over at the proxy, and on P too: D may finish first (a local
+     * recompute) while P still computes, and loads, the prompt */
+    return q->used && q->id == id && q->outcome != KV_OUT_PENDING && q->done_ns <= t && r->p_done_ns &&
+           r->p_done_ns <= t;
 }
 
 void chk_touch_since(sim_check *c, uint32_t cause, uint64_t t) {

@@ -11,7 +11,9 @@
  *    answered (it finished before the pull's ready wait ran out). P must
  *    have let the blocks go by max(P finished, D ended) + CHK_HOLD_EVENT_NS.
  *  - Otherwise the expiry reap (VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT) is the
- *    legal end: P must have let them go by P finished + abort timeout +
+ *    legal end of a P2P-only P's hold (with a store connector the hold also
+ *    waits for saves, bounded only by the store's operation timeout per
+ *    queued job): P must have let them go by P finished + abort timeout +
  *    CHK_HOLD_EXPIRY_SLACK_NS (the reap timer starts when the worker records
  *    the send, a step after the finish, and waits out a transfer still in
  *    flight; the scheduler frees at its next step).
@@ -71,8 +73,12 @@ void chk_hold_done(sim_check *c, const kv_m_req_done *d) {
             return;
         }
         c->held[c->n_held++] = d->id;
-        set_deadline(c, q, q->p_fin_ns + c->v.cfg->abort_timeout_ns + CHK_HOLD_EXPIRY_SLACK_NS,
-                     "the expiry reap (abort timeout)");
+        /* A store connector's hold also waits for its saves, whose bound is
+         * the store's per-operation timeout times the jobs queued ahead: the
+         * expiry bounds a P2P-only P. */
+        if (c->v.cfg->conn_p == KV_CONN_P2P)
+            set_deadline(c, q, q->p_fin_ns + c->v.cfg->abort_timeout_ns + CHK_HOLD_EXPIRY_SLACK_NS,
+                         "the expiry reap (abort timeout)");
     }
     tighten(c, q); /* D's end (recorded by the outcome oracle) or P's hold, whichever came second */
 }

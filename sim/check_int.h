@@ -28,13 +28,15 @@ enum {
 };
 _Static_assert(CHK_C_COUNT <= 32, "causes are one word");
 
+#define CHK_UNBOUNDED (1u << 30)
+
 /* Per request of the scenario, indexed by its id. */
 typedef struct chk_req {
     uint32_t causes;        /* bit k: cause k touched it */
-    uint32_t n_touch;       /* faults and other causes that touched it */
+    uint32_t n_touch;       /* loads the causes that touched it may fail (CHK_UNBOUNDED: any number) */
     bool fatal;             /* one of them may end it otherwise than ok under `recompute` */
-    uint32_t load_errors;   /* load failures D reported (the most any one rank reported) */
-    uint8_t rank_fails[KV_TP_MAX]; /* ... per rank of D */
+    uint32_t load_errors;   /* loads of it that failed (the most on any one rank of P or D) */
+    uint8_t rank_fails[2][KV_TP_MAX]; /* ... per side ([0] P, [1] D) and rank */
     bool p_done, d_done;    /* the engine reported it ended (REQ_DONE) */
     bool p_held;            /* P holds its blocks for the send (delayed free) */
     bool p_freed;           /* ... and let them go */
@@ -71,7 +73,9 @@ static inline uint32_t chk_d_of(const sim_check *c, uint32_t id) {
 }
 /* Marks request id touched by cause k. */
 void chk_touch(sim_check *c, uint32_t id, uint32_t cause);
-/* Had request id ended at the proxy by time t? */
+/* Adds n to the loads its causes may fail, saturating at CHK_UNBOUNDED. */
+void chk_add_fails(chk_req *q, uint32_t n);
+/* Had request id ended at the proxy and on P by time t? */
 bool chk_ended_by(const sim_check *c, uint32_t id, uint64_t t);
 /* Cause k touches every request that had not ended by t (a cause whose
  * effect began at t) / by now. */
@@ -96,7 +100,7 @@ void chk_outcome_store(sim_check *c);
 void chk_outcome_submit(sim_check *c, const kv_msg *m);
 void chk_outcome_pull(sim_check *c, const kv_msg *m);
 void chk_outcome_sender(sim_check *c, uint32_t engine, uint32_t rank);
-void chk_outcome_step_result(sim_check *c, uint32_t engine, const kv_msg *m);
+void chk_outcome_load_done(sim_check *c, uint32_t engine, uint32_t rank, uint32_t id, bool failed);
 void chk_outcome_end(sim_check *c);
 /* check_hold.c */
 /* D's pull of the request reached P while P could answer it: after P
