@@ -1,7 +1,7 @@
 /* fuzz/fuzz_scenario.c — bytes -> scenario (the total binary decoder) ->
  * simulator run; abort() with the violation and the scenario as .kvs when an
- * invariant breaks. KVCONN_BUG=<switch>[,...] fuzzes with seed bugs switched
- * on. libFuzzer entry point, with a structure-aware custom mutator and
+ * invariant breaks, from a stack frame named after the invariant.
+ * KVCONN_BUG=<switch>[,...] fuzzes with seed bugs switched on. libFuzzer entry point, with a structure-aware custom mutator and
  * cross-over (fuzz/mutator.h); AFL++ builds the same file (its driver runs
  * LLVMFuzzerTestOneInput in persistent mode and ignores the mutator).
  *
@@ -34,6 +34,38 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+/* One crash frame per invariant: crash deduplication (ClusterFuzzLite,
+ * OSS-Fuzz, AFL++'s triage) keys on the top frames of the stack, so each
+ * invariant aborts from a function of its own and findings of different
+ * invariants are never folded into one. noinline keeps each frame. */
+#define FUZZ_VIOLATION_FRAME(name) \
+    __attribute__((noinline)) static void name(void) { abort(); }
+FUZZ_VIOLATION_FRAME(violation_inv_conserve)
+FUZZ_VIOLATION_FRAME(violation_inv_leak)
+FUZZ_VIOLATION_FRAME(violation_inv_stray)
+FUZZ_VIOLATION_FRAME(violation_inv_live)
+FUZZ_VIOLATION_FRAME(violation_inv_owner)
+FUZZ_VIOLATION_FRAME(violation_inv_save)
+FUZZ_VIOLATION_FRAME(violation_inv_data)
+FUZZ_VIOLATION_FRAME(violation_sched_assert)
+FUZZ_VIOLATION_FRAME(violation_inv_outcome)
+FUZZ_VIOLATION_FRAME(violation_inv_hold)
+FUZZ_VIOLATION_FRAME(violation_inv_assert)
+
+__attribute__((noreturn)) static void crash_as(kv_inv inv) {
+    static void (*const frame[KV_INV_COUNT])(void) = {
+        [KV_INV_CONSERVE] = violation_inv_conserve, [KV_INV_LEAK] = violation_inv_leak,
+        [KV_INV_STRAY] = violation_inv_stray,       [KV_INV_LIVE] = violation_inv_live,
+        [KV_INV_OWNER] = violation_inv_owner,       [KV_INV_SAVE] = violation_inv_save,
+        [KV_INV_DATA] = violation_inv_data,         [KV_INV_SCHED_ASSERT] = violation_sched_assert,
+        [KV_INV_OUTCOME] = violation_inv_outcome,   [KV_INV_HOLD] = violation_inv_hold,
+        [KV_INV_ASSERT] = violation_inv_assert,
+    };
+    _Static_assert(KV_INV_COUNT == 11, "a crash frame for each invariant");
+    if ((unsigned)inv < KV_INV_COUNT && frame[inv]) frame[inv]();
+    abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static sim_scenario sc;
     if (!w) LLVMFuzzerInitialize(NULL, NULL); /* a driver that skips the hook */
@@ -49,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sc.cfg.bugs = 0; /* the switch is the environment's, not the scenario's */
     if (sim_scenario_to_text(&sc, text, sizeof text, &n) == KV_OK) fwrite(text, 1, n, stderr);
     else fputs("# (the prepared scenario is outside the .kvs ranges: kvsim replay --fuzz CRASH-FILE)\n", stderr);
-    abort();
+    crash_as(r.inv);
 }
 
 /* ---- structure-aware mutation (libFuzzer only) ------------------------------------ */
