@@ -149,6 +149,17 @@ static void gen_faults(sim_choice *c, sim_world_cfg *cfg, uint32_t swarm, uint32
     gen_crashes(c, cfg, span);
 }
 
+/* Wider heads in one run of four, so the checked sweeps run the vector
+ * fill and verify paths of kv_data.c (8 bytes is one word; 32 and more take
+ * the AVX2/AVX-512 loops, 4096 the streaming stores) and the transport moves
+ * larger writes: a power of two 16..4096, capped by what the topology holds
+ * (sim_head_bytes_max). Drawn last, so a seed keeps every earlier draw. */
+static void gen_heads(sim_choice *c, sim_world_cfg *cfg) {
+    if (sim_choice_below(c, 4) != 0) return;
+    uint32_t h = 16u << sim_choice_below(c, 9), hi = sim_head_bytes_max(cfg);
+    cfg->head_bytes = h < hi ? h : hi;
+}
+
 /* The defaults, with every later draw from one stream seeded by (seed, salt). */
 static void gen_begin(sim_choice *c, uint64_t seed, uint64_t salt, uint32_t bugs, sim_world_cfg *cfg) {
     sim_choice_init(c, NULL, 0, sim_mix64(seed ^ salt));
@@ -167,6 +178,7 @@ static uint32_t gen_mixed(uint64_t seed, uint64_t salt, uint32_t bugs, sim_world
     gen_requests(&c, cfg, n_lo, n_hi, gaps);
     uint32_t swarm = gen_swarm(&c);
     gen_faults(&c, cfg, swarm, faults_max);
+    gen_heads(&c, cfg);
     sim_cfg_searchable(cfg);
     return swarm;
 }

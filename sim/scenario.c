@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/store.h"
 #include "kvconn/env.h"
+#include "kvconn/limits.h"
 
 #if defined(__GNUC__)
 #define SCN_FMT(i, j) __attribute__((format(printf, i, j)))
@@ -35,6 +37,8 @@
 #define POOL_MAX 1024u
 #define STORE_MIN 16u
 #define STORE_MAX 4096u
+#define HEAD_MIN 8u
+#define HEAD_MAX 4096u
 #define PROMPT_MAX 512u
 #define MAX_TOKENS_MAX 64u
 #define PREFIX_GROUPS 8u
@@ -51,6 +55,7 @@ static const uint8_t magic[4] = {'K', 'V', 'S', (uint8_t)SIM_SCENARIO_VERSION};
 static const uint8_t magic_v1[4] = {'K', 'V', 'S', 1};
 static const uint8_t magic_v2[4] = {'K', 'V', 'S', 2};
 static const uint8_t magic_v3[4] = {'K', 'V', 'S', 3};
+static const uint8_t magic_v4[4] = {'K', 'V', 'S', 4};
 static const uint32_t tp_set[3] = {1, 2, 4};
 static const uint32_t block_set[4] = {4, 8, 16, 32};
 
@@ -88,6 +93,30 @@ static void clamp_topology(sim_world_cfg *c) {
     c->conn_p = (uint8_t)fit_u32(c->conn_p, 1, KV_CONN_KIND_COUNT - 1u);
     c->conn_d = (uint8_t)fit_u32(c->conn_d, 1, KV_CONN_KIND_COUNT - 1u);
     c->store_capacity = fit_u32(c->store_capacity, STORE_MIN, STORE_MAX);
+}
+
+/* The largest head_bytes the topology holds: one rank's block (its
+ * KV_HEADS / tp heads) is at most KV_BLOCK_BYTES_MAX, and with a store
+ * connector at most what a save job snapshots (KV_STORE_SNAP_BYTES); every
+ * engine's KV (KV_GROUPS_MAX groups, pool + 1 blocks) fits HEAD_KV_BUDGET of
+ * the world's arena. */
+#define HEAD_KV_BUDGET (96u << 20)
+uint32_t sim_head_bytes_max(const sim_world_cfg *c) {
+    uint64_t blocks = (uint64_t)c->n_p * (c->pool_blocks_p + 1u) + (uint64_t)c->n_d * (c->pool_blocks_d + 1u);
+    uint32_t tp = c->tp_p < c->tp_d ? c->tp_p : c->tp_d, heads = KV_HEADS / (tp ? tp : 1u); /* on the widest rank */
+    bool store = kv_conn_kind_has_store(c->conn_p) || kv_conn_kind_has_store(c->conn_d);
+    uint32_t rank_max = store ? KV_STORE_SNAP_BYTES : KV_BLOCK_BYTES_MAX, hi = HEAD_MAX;
+    while (hi > HEAD_MIN && (blocks * KV_HEADS * KV_GROUPS_MAX * hi > HEAD_KV_BUDGET || hi * heads > rank_max)) hi /= 2u;
+    return hi;
+}
+
+/* A power of two HEAD_MIN..sim_head_bytes_max: any other value maps onto
+ * one by its bits (the highest set bit, halved until it fits). */
+static void clamp_head(sim_world_cfg *c) {
+    uint32_t v = c->head_bytes, h = HEAD_MIN;
+    while (h < HEAD_MAX && h * 2u <= v) h *= 2u;
+    uint32_t hi = sim_head_bytes_max(c);
+    c->head_bytes = h < hi ? h : hi;
 }
 
 static void clamp_groups(sim_world_cfg *c) {
@@ -135,6 +164,7 @@ void sim_scenario_clamp(sim_scenario *s) {
     sim_world_cfg *c = &s->cfg;
     clamp_topology(c);
     clamp_groups(c);
+    clamp_head(c);
     c->n_reqs = fit_u32(c->n_reqs, 0, SIM_REQS_MAX);
     for (uint32_t i = 0; i < SIM_REQS_MAX; i++) {
         if (i < c->n_reqs) clamp_req(&c->req[i], c);
@@ -176,7 +206,7 @@ static bool head_equal(const sim_world_cfg *a, const sim_world_cfg *b) {
            a->abort_timeout_ns == b->abort_timeout_ns && a->recv_timeout_ns == b->recv_timeout_ns &&
            a->bugs == b->bugs && a->n_reqs == b->n_reqs && a->n_faults == b->n_faults &&
            a->choice_len == b->choice_len && a->live_bound_ns == b->live_bound_ns && a->conn_p == b->conn_p &&
-           a->conn_d == b->conn_d && a->store_capacity == b->store_capacity;
+           a->conn_d == b->conn_d && a->store_capacity == b->store_capacity && a->head_bytes == b->head_bytes;
 }
 
 bool sim_scenario_equal(const sim_scenario *a, const sim_scenario *b) {
@@ -226,7 +256,7 @@ static uint32_t rd_u8(rd *r, uint32_t def) { return (uint32_t)rd_uint(r, 1, def)
 static uint32_t rd_u16(rd *r, uint32_t def) { return (uint32_t)rd_uint(r, 2, def); }
 static uint64_t rd_u64(rd *r, uint64_t def) { return rd_uint(r, 8, def); }
 
-static void rd_fixed(rd *r, sim_world_cfg *c, bool v1) {
+static void rd_fixed(rd *r, sim_world_cfg *c, bool v1, bool v5) {
     c->seed = rd_u64(r, c->seed);
     c->n_p = rd_u8(r, c->n_p);
     c->n_d = rd_u8(r, c->n_d);
@@ -250,6 +280,7 @@ static void rd_fixed(rd *r, sim_world_cfg *c, bool v1) {
     c->conn_p = (uint8_t)rd_u8(r, c->conn_p);
     c->conn_d = (uint8_t)rd_u8(r, c->conn_d);
     c->store_capacity = rd_u16(r, c->store_capacity);
+    if (v5) c->head_bytes = rd_u16(r, c->head_bytes);
 }
 
 static void rd_req(rd *r, sim_req_plan *q) {
@@ -287,12 +318,13 @@ void sim_scenario_from_bytes(const uint8_t *buf, size_t len, sim_scenario *out) 
     bool v1 = r.len >= sizeof magic_v1 && memcmp(buf, magic_v1, sizeof magic_v1) == 0;
     bool v2 = r.len >= sizeof magic_v2 && memcmp(buf, magic_v2, sizeof magic_v2) == 0;
     bool v3 = r.len >= sizeof magic_v3 && memcmp(buf, magic_v3, sizeof magic_v3) == 0;
-    bool v4 = r.len >= sizeof magic && memcmp(buf, magic, sizeof magic) == 0;
-    if (v1 || v2 || v3 || v4) r.pos = sizeof magic;
-    rd_fixed(&r, &out->cfg, v1);
+    bool v4 = r.len >= sizeof magic_v4 && memcmp(buf, magic_v4, sizeof magic_v4) == 0;
+    bool v5 = r.len >= sizeof magic && memcmp(buf, magic, sizeof magic) == 0;
+    if (v1 || v2 || v3 || v4 || v5) r.pos = sizeof magic;
+    rd_fixed(&r, &out->cfg, v1, v5);
     /* each version's fault kinds only behind its magic (or a later one):
      * every older input (magic-less ones too) decodes as it always did */
-    rd_lists(&r, &out->cfg, v4 ? SIM_F_KIND_COUNT - 1u : v3 ? SIM_F_KIND_COUNT_V3 - 1u : SIM_F_KIND_COUNT_V2 - 1u);
+    rd_lists(&r, &out->cfg, v4 || v5 ? SIM_F_KIND_COUNT - 1u : v3 ? SIM_F_KIND_COUNT_V3 - 1u : SIM_F_KIND_COUNT_V2 - 1u);
     size_t n = r.len - r.pos;
     if (n > SIM_CHOICE_MAX) n = SIM_CHOICE_MAX;
     if (n) memcpy(out->choice, r.p + r.pos, n);
@@ -336,6 +368,7 @@ static void wr_fixed(wr *w, const sim_world_cfg *c) {
     wr_uint(w, c->conn_p, 1);
     wr_uint(w, c->conn_d, 1);
     wr_uint(w, c->store_capacity, 2);
+    wr_uint(w, c->head_bytes, 2);
 }
 
 static void wr_req(wr *w, const sim_req_plan *q) {
@@ -405,10 +438,10 @@ static void tw_head(tw *w, const sim_world_cfg *c) {
     tw_printf(w, "kvs %u\nseed %llu\n", SIM_SCENARIO_VERSION, (unsigned long long)c->seed);
     tw_printf(w,
               "topology p=%u d=%u tp_p=%u tp_d=%u block=%u pool_p=%u pool_d=%u policy=%s prefix_cache=%u conn_p=%s "
-              "conn_d=%s store=%u\n",
+              "conn_d=%s store=%u head=%u\n",
               c->n_p, c->n_d, c->tp_p, c->tp_d, c->block_size, c->pool_blocks_p, c->pool_blocks_d,
               policy_name(c->policy), c->prefix_caching ? 1u : 0u, kv_conn_kind_name(c->conn_p),
-              kv_conn_kind_name(c->conn_d), c->store_capacity);
+              kv_conn_kind_name(c->conn_d), c->store_capacity, c->head_bytes);
     for (uint32_t g = 0; g < c->n_groups; g++) {
         if (c->group[g].kind == KV_GROUP_SLIDING) tw_printf(w, "group sliding window=%u\n", c->group[g].window);
         else tw_printf(w, "group %s\n", group_kind_name(c->group[g].kind));
@@ -533,7 +566,7 @@ static kv_status no_more_tokens(pctx *c, const char *dir) {
 /* ---- text: key=value lists ---------------------------------------------------- */
 
 #define KEY_POW2 1u
-#define KEYS_MAX 12u
+#define KEYS_MAX 13u
 
 typedef struct keydef {
     const char *name;
@@ -628,7 +661,7 @@ static kv_status d_seed(pctx *c, const tok *d) {
 
 static const char *conn_name(uint32_t v) { return kv_conn_kind_name(v); }
 
-enum { T_P, T_D, T_TP_P, T_TP_D, T_BLOCK, T_POOL_P, T_POOL_D, T_POLICY, T_PREFIX, T_CONN_P, T_CONN_D, T_STORE, T_N };
+enum { T_P, T_D, T_TP_P, T_TP_D, T_BLOCK, T_POOL_P, T_POOL_D, T_POLICY, T_PREFIX, T_CONN_P, T_CONN_D, T_STORE, T_HEAD, T_N };
 static const keydef topology_keys[T_N] = {
     [T_P] = {"p", 1, SIDE_MAX, 0, NULL, NULL},
     [T_D] = {"d", 1, SIDE_MAX, 0, NULL, NULL},
@@ -642,6 +675,7 @@ static const keydef topology_keys[T_N] = {
     [T_CONN_P] = {"conn_p", 1, KV_CONN_KIND_COUNT - 1u, 0, "connector", conn_name},
     [T_CONN_D] = {"conn_d", 1, KV_CONN_KIND_COUNT - 1u, 0, "connector", conn_name},
     [T_STORE] = {"store", STORE_MIN, STORE_MAX, 0, NULL, NULL},
+    [T_HEAD] = {"head", HEAD_MIN, HEAD_MAX, KEY_POW2, NULL, NULL},
 };
 
 static kv_status d_topology(pctx *c, const tok *d) {
@@ -652,7 +686,7 @@ static kv_status d_topology(pctx *c, const tok *d) {
     kvals kv = {.v = {[T_P] = w->n_p, [T_D] = w->n_d, [T_TP_P] = w->tp_p, [T_TP_D] = w->tp_d,
                       [T_BLOCK] = w->block_size, [T_POOL_P] = w->pool_blocks_p, [T_POOL_D] = w->pool_blocks_d,
                       [T_POLICY] = w->policy, [T_PREFIX] = w->prefix_caching ? 1u : 0u, [T_CONN_P] = w->conn_p,
-                      [T_CONN_D] = w->conn_d, [T_STORE] = w->store_capacity}};
+                      [T_CONN_D] = w->conn_d, [T_STORE] = w->store_capacity, [T_HEAD] = w->head_bytes}};
     kv_status st = parse_keys(c, "topology", topology_keys, T_N, &kv);
     if (st != KV_OK) return st;
     w->n_p = (uint32_t)kv.v[T_P];
@@ -667,6 +701,12 @@ static kv_status d_topology(pctx *c, const tok *d) {
     w->conn_p = (uint8_t)kv.v[T_CONN_P];
     w->conn_d = (uint8_t)kv.v[T_CONN_D];
     w->store_capacity = (uint32_t)kv.v[T_STORE];
+    w->head_bytes = (uint32_t)kv.v[T_HEAD];
+    if (w->head_bytes > sim_head_bytes_max(w))
+        return fail(c, KV_EINVAL, d->col,
+                    "head=%u is more than this topology holds (%u: one rank's block is at most %u bytes, %u with a "
+                    "store connector, and every engine's KV fits %u MiB)",
+                    w->head_bytes, sim_head_bytes_max(w), KV_BLOCK_BYTES_MAX, KV_STORE_SNAP_BYTES, HEAD_KV_BUDGET >> 20);
     return KV_OK;
 }
 

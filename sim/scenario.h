@@ -19,6 +19,7 @@
  *   sliding window 1..1024 (window is 0 for FULL and MAMBA)
  *   pool_blocks_p/d 8..1024  policy fail|recompute   prefix_caching 0/1
  *   conn_p, conn_d 1..4 (kv_conn_kind)   store_capacity 16..4096 keys
+ *   head_bytes a power of two 8..sim_head_bytes_max(cfg) (<= 4096)
  *   abort/recv timeout 1 ms..600 s   live_bound 1 s..1,000,000 s
  *   bugs: subset of the five kv_bug bits (mask 0x1f)
  *   n_reqs 0..SIM_REQS_MAX, each request:
@@ -34,7 +35,7 @@
  * given order.
  *
  * Binary layout (all integers little-endian):
- *   [magic]  4 bytes "KVS" 0x04 (SIM_SCENARIO_VERSION). Optional: an input
+ *   [magic]  4 bytes "KVS" 0x05 (SIM_SCENARIO_VERSION). Optional: an input
  *            that starts with exactly these 4 bytes has its fields from
  *            offset 4; any other input has its fields from offset 0. An
  *            input starting "KVS" 0x01 is a version 1 scenario (fields from
@@ -42,10 +43,12 @@
  *            engine p2p, the default store), so old artifacts still decode.
  *            "KVS" 0x02 is version 2: fields from offset 4, as version 4
  *            except that fault kinds map into version 2's 1..12; "KVS"
- *            0x03 (version 3) maps them into 1..13. A magic-less input
- *            decodes as version 2 too; only inputs of a version reach the
- *            kinds added in it (3: peer_crash, 4: peer_hang).
- *   fixed part (64 bytes):
+ *            0x03 (version 3) maps them into 1..13; "KVS" 0x04 (version
+ *            4) has every fault kind and no head_bytes (8). A magic-less
+ *            input decodes as version 2 too; only inputs of a version reach
+ *            the kinds and fields added in it (3: peer_crash, 4: peer_hang,
+ *            5: head_bytes).
+ *   fixed part (66 bytes; 64 before version 5):
  *     u64 seed
  *     u8 n_p, u8 n_d, u8 tp_p, u8 tp_d, u8 block_size
  *     u16 pool_blocks_p, u16 pool_blocks_d
@@ -54,6 +57,7 @@
  *     u64 abort_timeout_ns, u64 recv_timeout_ns, u64 live_bound_ns
  *     u8 bugs
  *     (version 2) u8 conn_p, u8 conn_d, u16 store_capacity
+ *     (version 5) u16 head_bytes
  *   u16 n_reqs, then n_reqs x 18 bytes:
  *     u64 at_ns, u8 p_engine, u8 d_engine, u16 prompt_len, u8 max_tokens,
  *     u8 prefix_group, u16 prefix_len, u8 sequential, u8 d_extra_tokens
@@ -81,11 +85,15 @@
 #include "kvconn/status.h"
 #include "sim/world.h"
 
-#define SIM_SCENARIO_VERSION 4u
+#define SIM_SCENARIO_VERSION 5u
 /* The largest live_bound_ns a scenario holds: above the longest bound
  * sim_cfg_searchable derives, (600 s + 600 s) x (256 + 4) requests. */
 #define SIM_LIVE_BOUND_MAX_S 1000000 /* a plain literal: messages print it (SIM_STR) */
 #define SIM_LIVE_BOUND_MAX_NS (SIM_LIVE_BOUND_MAX_S * 1000000000ull)
+/* The largest head_bytes a topology holds (a power of two 8..4096): one
+ * rank's block within KV_BLOCK_BYTES_MAX, or KV_STORE_SNAP_BYTES with a store
+ * connector, and every engine's KV within 96 MiB of the world's arena. */
+uint32_t sim_head_bytes_max(const sim_world_cfg *c);
 #define SIM_STR_(x) #x
 #define SIM_STR(x) SIM_STR_(x)
 #define SIM_CHOICE_MAX 4096u
@@ -93,7 +101,8 @@
 #define SIM_SCENARIO_FILE_MAX (1u << 20)
 /* Enough for to_text / to_bytes of any clamped scenario. */
 #define SIM_SCENARIO_TEXT_MAX 65536u
-#define SIM_SCENARIO_FIXED_BYTES 64u
+#define SIM_SCENARIO_FIXED_BYTES 66u    /* version 5 */
+#define SIM_SCENARIO_FIXED_BYTES_V2 64u /* versions 2-4 (and magic-less inputs) */
 #define SIM_SCENARIO_REQ_BYTES 18u
 #define SIM_SCENARIO_FAULT_BYTES 13u
 #define SIM_SCENARIO_BYTES_MAX                                                                  \

@@ -233,6 +233,7 @@ void sim_world_cfg_default(sim_world_cfg *c) {
     c->live_bound_ns = 20000000000ull;    /* 20 s virtual */
     c->conn_p = c->conn_d = KV_CONN_P2P;
     c->store_capacity = 1024;
+    c->head_bytes = 8;
 }
 
 static kv_engine_cfg engine_cfg(const sim_world *w, uint32_t i) {
@@ -241,7 +242,7 @@ static kv_engine_cfg engine_cfg(const sim_world *w, uint32_t i) {
     kv_engine_cfg e = {
         .index = i, .node = NODE_OF_ENGINE(i), .role = p ? KV_ROLE_PRODUCER : KV_ROLE_CONSUMER,
         .tp = p ? c->tp_p : c->tp_d, .n_groups = c->n_groups, .block_size = c->block_size,
-        .pool_blocks = p ? c->pool_blocks_p : c->pool_blocks_d, .head_bytes = 8,
+        .pool_blocks = p ? c->pool_blocks_p : c->pool_blocks_d, .head_bytes = c->head_bytes,
         .max_batched_tokens = 512, .max_running = 32, .policy = c->policy,
         .prefix_caching = c->prefix_caching, .step_ns_base = 2000000, .step_ns_per_token = 20000,
         .idle_poll_ns = 5000000, .abort_timeout_ns = c->abort_timeout_ns,

@@ -81,6 +81,8 @@ typedef struct sim_world_cfg {
     uint32_t bugs;            /* kv_bug mask */
     uint8_t conn_p, conn_d;   /* kv_conn_kind of the P and of the D engines */
     uint32_t store_capacity;  /* keys the KV store holds (when a connector uses it) */
+    uint32_t head_bytes;      /* KV bytes of one attention head in one block: a power of two
+                               * 8..4096 (scenario format version 5; 8 before) */
     uint32_t n_reqs;
     sim_req_plan req[SIM_REQS_MAX];
     uint32_t n_faults;

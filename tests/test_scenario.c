@@ -118,10 +118,10 @@ Test(scenario, default_round_trip) {
     check_fixed_points(&sa, "default");
     size_t tl;
     to_text(&sa, text_a, &tl);
-    cr_assert(strncmp(text_a, "kvs 4\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
-                              "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024\ngroup full\n",
-                      strlen("kvs 4\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
-                             "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024\ngroup full\n")) == 0,
+    cr_assert(strncmp(text_a, "kvs 5\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
+                              "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024 head=8\ngroup full\n",
+                      strlen("kvs 5\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
+                             "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024 head=8\ngroup full\n")) == 0,
               "default text:\n%s", text_a);
     /* The empty input decodes to the defaults. */
     sim_scenario_from_bytes(NULL, 0, &sb);
@@ -226,9 +226,9 @@ static const err_case err_cases[] = {
     {"kvs 1\nreq at=\n", KV_EINVAL, 2, 5, "expected integer after 'at='"},
     {"kvs 1\nreq at=-1\n", KV_EINVAL, 2, 5, "expected integer after 'at='"},
     {"kvs 1\nreq at=99999999999999999999\n", KV_EINVAL, 2, 5, "does not fit in 64 bits"},
-    {"seed 1\nkvs 1\n", KV_EINVAL, 1, 1, "expected 'kvs 4' as the first directive, got 'seed'"},
-    {"", KV_EINVAL, 1, 1, "missing 'kvs 4' header"},
-    {"# only a comment\n\n", KV_EINVAL, 1, 1, "missing 'kvs 4' header"},
+    {"seed 1\nkvs 1\n", KV_EINVAL, 1, 1, "expected 'kvs 5' as the first directive, got 'seed'"},
+    {"", KV_EINVAL, 1, 1, "missing 'kvs 5' header"},
+    {"# only a comment\n\n", KV_EINVAL, 1, 1, "missing 'kvs 5' header"},
     {"kvs 2\ntopology conn_p=multi(p2p,nixl)\n", KV_EINVAL, 2, 10, "unknown connector 'multi(p2p,nixl)'"},
     {"kvs 2\ntopology store=8\n", KV_EINVAL, 2, 10, "store=8 out of range 16..4096"},
     {"kvs\n", KV_EINVAL, 1, 1, "expected version after 'kvs'"},
@@ -275,7 +275,7 @@ static const err_case err_cases[] = {
     {"kvs 1\ngroup full\ngroup mamba\ngroup mamba\ngroup mamba\ngroup mamba\ngroup mamba\n", KV_EINVAL, 7, 1,
      "too many group directives (max 5)"},
     {"kvs 1\nfault kind=abort target=65536\n", KV_EINVAL, 2, 18, "target=65536 out of range 0..65535"},
-    {"kvs 5\n", KV_EVERSION, 1, 5, "scenario format version 5 is not supported (this build reads 1..4)"},
+    {"kvs 6\n", KV_EVERSION, 1, 5, "scenario format version 6 is not supported (this build reads 1..5)"},
 };
 
 static void expect_error(const char *text, size_t len, kv_status want, uint32_t line, uint32_t col, const char *msg) {
@@ -331,7 +331,7 @@ Test(scenario, count_limits) {
 
 Test(scenario, wrong_version) {
     const char *t = "# header comment\n\n   kvs 7 \nseed 3\n";
-    expect_error(t, strlen(t), KV_EVERSION, 3, 8, "scenario format version 7 is not supported (this build reads 1..4)");
+    expect_error(t, strlen(t), KV_EVERSION, 3, 8, "scenario format version 7 is not supported (this build reads 1..5)");
     t = "kvs 18446744073709551615\n";
     expect_error(t, strlen(t), KV_EVERSION, 1, 5, "version 18446744073709551615 is not supported");
     t = "kvs 0\n";
@@ -394,7 +394,7 @@ Test(scenario, max_scenario_and_buffers) {
 
 Test(scenario, binary_clamp_rules) {
     /* All 0xff: every field outside its range maps by modulo. */
-    static uint8_t ff[SIM_SCENARIO_FIXED_BYTES];
+    static uint8_t ff[SIM_SCENARIO_FIXED_BYTES_V2];
     memset(ff, 0xff, sizeof ff);
     sim_scenario_from_bytes(ff, sizeof ff, &sa);
     expect_valid(&sa, "0xff");
@@ -412,11 +412,11 @@ Test(scenario, binary_clamp_rules) {
     cr_assert_eq(c->bugs, 0x1fu);
     cr_assert(c->n_reqs == 0 && c->n_faults == 0 && c->choice_len == 0); /* the input ended */
     /* The magic is optional: the same field bytes after it decode alike. */
-    static uint8_t with_magic[4 + SIM_SCENARIO_FIXED_BYTES + 3];
-    static uint8_t without[SIM_SCENARIO_FIXED_BYTES + 3];
+    static uint8_t with_magic[4 + SIM_SCENARIO_FIXED_BYTES_V2 + 3];
+    static uint8_t without[SIM_SCENARIO_FIXED_BYTES_V2 + 3];
     for (size_t i = 0; i < sizeof without; i++) without[i] = (uint8_t)(i * 37u + 5u);
-    without[SIM_SCENARIO_FIXED_BYTES] = 1; /* n_reqs = 1 (u16) */
-    without[SIM_SCENARIO_FIXED_BYTES + 1] = 0;
+    without[SIM_SCENARIO_FIXED_BYTES_V2] = 1; /* n_reqs = 1 (u16) */
+    without[SIM_SCENARIO_FIXED_BYTES_V2 + 1] = 0;
     memcpy(with_magic, "KVS\x02", 4);
     memcpy(with_magic + 4, without, sizeof without);
     sim_scenario_from_bytes(without, sizeof without, &sa);
@@ -427,10 +427,10 @@ Test(scenario, binary_clamp_rules) {
     cr_assert_eq(sa.cfg.n_reqs, 1u);
     cr_assert_eq(sa.cfg.req[0].at_ns, 0u);
     cr_assert(sa.cfg.req[0].prompt_len == 16 && sa.cfg.req[0].max_tokens == 4);
-    /* An input starting "KVS\x05" is not magic: decoded from offset 0. */
-    static const uint8_t v5[] = {'K', 'V', 'S', 5, 0, 0, 0, 0, 1};
-    sim_scenario_from_bytes(v5, sizeof v5, &sa);
-    cr_assert_eq(sa.cfg.seed, 0x0553564bull);
+    /* An input starting "KVS\x06" is not magic: decoded from offset 0. */
+    static const uint8_t v6[] = {'K', 'V', 'S', 6, 0, 0, 0, 0, 1};
+    sim_scenario_from_bytes(v6, sizeof v6, &sa);
+    cr_assert_eq(sa.cfg.seed, 0x0653564bull);
     cr_assert_eq(sa.cfg.n_p, 1u);
     /* "KVS\x01": a version 1 artifact, whose fixed part lacks the connector
      * fields: it decodes as the version 2 bytes with p2p everywhere. */
@@ -457,7 +457,7 @@ Test(scenario, binary_clamp_rules) {
  * kinds as it always did (1 + byte mod their count), so stored inputs and
  * corpus seeds decode unchanged. */
 Test(scenario, new_kinds_only_behind_their_magic) {
-    static uint8_t body[SIM_SCENARIO_FIXED_BYTES + 3 + SIM_SCENARIO_FAULT_BYTES], in[4 + sizeof body];
+    static uint8_t body[SIM_SCENARIO_FIXED_BYTES_V2 + 3 + SIM_SCENARIO_FAULT_BYTES], in[4 + sizeof body];
     static const struct {
         const char *magic; /* NULL: none */
         uint8_t kind;
@@ -469,7 +469,7 @@ Test(scenario, new_kinds_only_behind_their_magic) {
     };
     static sim_scenario s;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        size_t at = SIM_SCENARIO_FIXED_BYTES;
+        size_t at = SIM_SCENARIO_FIXED_BYTES_V2;
         memset(body, 0, sizeof body); /* no requests; one fault: at 0, the kind, target 1, arg 5 */
         body[at + 2] = 1;
         body[at + 3 + 8] = cases[i].kind;
@@ -486,27 +486,64 @@ Test(scenario, new_kinds_only_behind_their_magic) {
                   s.cfg.fault[0].kind, cases[i].want);
         cr_assert(s.cfg.fault[0].target == 1 && s.cfg.fault[0].arg == 5);
     }
-    /* the canonical form (version 4) keeps the newest kind */
+    /* the canonical form (version 5) keeps the newest kind */
     static uint8_t out[SIM_SCENARIO_BYTES_MAX];
     size_t n = 0;
     cr_assert_eq(s.cfg.fault[0].kind, (uint32_t)SIM_F_PEER_HANG);
     cr_assert_eq(sim_scenario_to_bytes(&s, out, sizeof out, &n), KV_OK);
-    cr_assert(n >= 4 && memcmp(out, "KVS\x04", 4) == 0);
+    cr_assert(n >= 4 && memcmp(out, "KVS\x05", 4) == 0);
     static sim_scenario back;
     sim_scenario_from_bytes(out, n, &back);
     cr_assert(sim_scenario_equal(&s, &back));
+}
+
+/* Version 5 added head_bytes: behind an older magic (or none) the fixed part
+ * has no such field and the head is 8, as every run before it had; behind
+ * "KVS\x05" the two bytes after store_capacity give it, clamped to a power
+ * of two the topology holds. Text: "head=" on the topology line (absent: 8). */
+Test(scenario, head_bytes_only_behind_its_magic) {
+    static uint8_t old_in[4 + SIM_SCENARIO_FIXED_BYTES_V2 + 3], new_in[4 + SIM_SCENARIO_FIXED_BYTES + 3];
+    memset(old_in, 0, sizeof old_in);
+    memcpy(old_in, "KVS\x04", 4);
+    sim_scenario_from_bytes(old_in, sizeof old_in, &sa);
+    cr_assert_eq(sa.cfg.head_bytes, 8u);
+    memset(new_in, 0, sizeof new_in);
+    memcpy(new_in, "KVS\x05", 4);
+    new_in[4 + 64] = 0;   /* head_bytes = 512 (u16 LE at the end of the fixed part) */
+    new_in[4 + 65] = 2;
+    sim_scenario_from_bytes(new_in, sizeof new_in, &sb);
+    expect_valid(&sb, "v5");
+    cr_assert_eq(sb.cfg.head_bytes, 512u, "p2p, default pools: 512 fits (got %u)", sb.cfg.head_bytes);
+    check_fixed_points(&sb, "head 512");
+    new_in[4 + 64] = 0x37; /* 0x0237: no power of two; its highest bit, 512 */
+    sim_scenario_from_bytes(new_in, sizeof new_in, &sc);
+    cr_assert_eq(sc.cfg.head_bytes, 512u);
+    /* with a store connector one rank's block is at most a snapshot's 64 bytes */
+    sb.cfg.conn_p = sb.cfg.conn_d = KV_CONN_STORE;
+    sim_scenario_clamp(&sb);
+    cr_assert_eq(sb.cfg.head_bytes, 16u);
+    cr_assert_eq(sim_head_bytes_max(&sb.cfg), 16u);
+    parse_ok("kvs 4\ntopology p=2\n", strlen("kvs 4\ntopology p=2\n"), &sc);
+    cr_assert_eq(sc.cfg.head_bytes, 8u);
+    parse_ok("kvs 5\ntopology head=1024\n", strlen("kvs 5\ntopology head=1024\n"), &sc);
+    cr_assert_eq(sc.cfg.head_bytes, 1024u);
+    check_fixed_points(&sc, "head 1024");
+    const char *t = "kvs 5\ntopology head=24\n";
+    expect_error(t, strlen(t), KV_EINVAL, 2, 10, "head=24");
+    t = "kvs 5\ntopology conn_p=store head=64\n";
+    expect_error(t, strlen(t), KV_EINVAL, 2, 1, "head=64 is more than this topology holds (16");
 }
 
 /* Random bytes shaped so the lists and the choice stream are reached too. */
 static size_t random_input(uint8_t *buf) {
     size_t len = below(601);
     for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)rnd();
-    static const char *const magics[4] = {"KVS\x04", "KVS\x03", "KVS\x02", "KVS\x01"};
-    if (below(2) == 0 && len >= 4) memcpy(buf, magics[below(4)], 4);
-    size_t base = 0;
-    for (size_t m = 0; m < 4; m++)
-        if (len >= 4 && memcmp(buf, magics[m], 4) == 0) base = 4;
-    size_t at = base + SIM_SCENARIO_FIXED_BYTES;
+    static const char *const magics[5] = {"KVS\x05", "KVS\x04", "KVS\x03", "KVS\x02", "KVS\x01"};
+    if (below(2) == 0 && len >= 4) memcpy(buf, magics[below(5)], 4);
+    size_t base = 0, fixed = SIM_SCENARIO_FIXED_BYTES_V2;
+    for (size_t m = 0; m < 5; m++)
+        if (len >= 4 && memcmp(buf, magics[m], 4) == 0) base = 4, fixed = m == 0 ? SIM_SCENARIO_FIXED_BYTES : fixed;
+    size_t at = base + fixed;
     if (below(2) == 0 && at + 2 <= len) { /* few requests, then a small fault count */
         uint32_t n = below(6);
         buf[at] = (uint8_t)n;
