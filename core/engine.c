@@ -854,6 +854,8 @@ static void on_abort(kv_engine *e, uint32_t id) {
     kv_sreq *s = find(e, id);
     if (!s || kv_req_status_finished((kv_req_status)s->r.status)) return;
     e->stats.aborts++;
+    if (s->r.status == KV_RS_WAITING_FOR_REMOTE_KVS && kv_id_list_has(&e->finished_recving_kv, id))
+        e->stats.aborts_after_recv++; /* a state only the step boundary makes */
     finish_req(e, s, KV_RS_FINISHED_ABORTED);
 }
 

@@ -173,6 +173,7 @@ typedef struct kv_engine_stats {
     uint64_t finished_recving, finished_sending, load_errors;
     uint64_t rejected_loads;  /* MultiConnector: a child's hit not chosen */
     uint64_t turned_away;     /* requests refused on arrival: no free slot, or they can never fit */
+    uint64_t aborts_after_recv; /* aborts of a request whose KV had arrived, before a schedule took it in */
 } kv_engine_stats;
 
 typedef struct kv_worker kv_worker;

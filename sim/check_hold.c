@@ -98,6 +98,8 @@ static void hold_over(sim_check *c, uint32_t k, bool died) {
     if (!died && q->p_free_ns + CHK_EXPIRY_TOLERANCE_NS >= q->p_fin_ns + c->v.cfg->abort_timeout_ns &&
         !chk_pull_answerable(c, q))
         chk_touch_since(c, CHK_C_EXPIRED, q->p_fin_ns);
+    if (!died && q->p_free_ns + CHK_EXPIRY_TOLERANCE_NS >= q->p_fin_ns + c->v.cfg->abort_timeout_ns)
+        c->v.res->reach[SIM_R_EXPIRED_HOLD]++;
     c->held[k] = c->held[--c->n_held];
 }
 

@@ -21,6 +21,7 @@ static void absorb(sim_sweep *s, uint64_t seed, const sim_result *r) {
     for (uint32_t i = 0; i < KV_INV_COUNT; i++) s->armed[i] += r->armed[i];
     for (uint32_t k = 0; k < SIM_F_KIND_COUNT; k++)
         for (uint32_t p = 0; p < KV_PH_COUNT; p++) s->fault_phase[k][p] += r->fault_phase[k][p];
+    for (uint32_t k = 0; k < SIM_R_COUNT; k++) s->reach[k] += r->reach[k];
     if (r->sim_error != KV_OK) s->sim_errors++;
     if (!r->violated) return;
     s->violations++;

@@ -15,6 +15,7 @@ typedef struct sim_sweep {
     uint64_t first_seed[KV_INV_COUNT];   /* valid where by_inv > 0 */
     uint64_t armed[KV_INV_COUNT];
     uint64_t fault_phase[SIM_F_KIND_COUNT][KV_PH_COUNT];
+    uint64_t reach[SIM_R_COUNT];         /* rare combinations reached (sim_reach) */
     uint64_t events, requests;
     uint64_t rejected_loads, store_saves, store_loads; /* store / MultiConnector traffic */
     uint64_t turned_away; /* requests engines refused on arrival */

@@ -607,6 +607,28 @@ static void after_event(void *ctx, uint32_t actor, const kv_msg *m) {
 
 static uint64_t min3(uint64_t a, uint64_t b, uint64_t c) { return a < b ? (a < c ? a : c) : (b < c ? b : c); }
 
+/* The rare combinations this run reached (the checker counts the holds it
+ * saw end by the reap). */
+static void count_reach(const sim_world *w, sim_result *out) {
+    const sim_world_cfg *c = w->cfg;
+    bool store = kv_conn_kind_has_store(c->conn_p) || kv_conn_kind_has_store(c->conn_d), get_fail = false;
+    for (uint32_t i = 0; i < c->n_faults; i++) get_fail = get_fail || c->fault[i].kind == SIM_F_STORE_GET_FAIL;
+    out->reach[SIM_R_WIDE_HEADS] += c->head_bytes > 8u;
+    out->reach[SIM_R_TP_STORE_GET_FAIL] += (c->tp_p >= 2u || c->tp_d >= 2u) && store && get_fail;
+    out->reach[SIM_R_RECURRENT_LAST] += c->n_groups > 1u && c->group[c->n_groups - 1u].kind == KV_GROUP_MAMBA;
+    for (uint32_t i = 0; i < w->n_all; i++) out->reach[SIM_R_ABORT_AFTER_RECV] += w->all_eng[i]->stats.aborts_after_recv;
+}
+
+const char *sim_reach_name(uint32_t r) {
+    static const char *const names[SIM_R_COUNT] = {
+        [SIM_R_WIDE_HEADS] = "heads wider than 8 bytes (runs)",
+        [SIM_R_TP_STORE_GET_FAIL] = "TP >= 2 with store get failures (runs)",
+        [SIM_R_RECURRENT_LAST] = "recurrent group last (runs)",
+        [SIM_R_ABORT_AFTER_RECV] = "abort after KV arrived, before its schedule",
+        [SIM_R_EXPIRED_HOLD] = "P holds ended by the expiry reap"};
+    return r < SIM_R_COUNT ? names[r] : "?";
+}
+
 kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim_result *out) {
     memset(out, 0, sizeof *out);
     w->arena_used = 0;
@@ -680,6 +702,7 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
         }
     }
     if (w->store) out->store = *sim_store_get_stats(w->store);
+    count_reach(w, out);
     /* The network's reset and the runtime's per-pair clocks cost what a run
      * used: done now, by this run, so the next run's reset does the same
      * (no) work whatever came before it (a loop count carried across inputs

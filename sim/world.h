@@ -98,6 +98,18 @@ typedef struct sim_world_cfg {
 /* Fills a sane default topology (1 P, 1 D, TP 1, one full group). */
 void sim_world_cfg_default(sim_world_cfg *c);
 
+/* Rare combinations, counted so a reader of a sweep sees how often each
+ * was reached (sim_reach_name; the sweep table's "reach" lines). */
+typedef enum sim_reach {
+    SIM_R_WIDE_HEADS,        /* runs with heads wider than one word (head_bytes > 8) */
+    SIM_R_TP_STORE_GET_FAIL, /* runs with TP >= 2, a store connector and a store get failure */
+    SIM_R_RECURRENT_LAST,    /* runs whose last KV group is recurrent */
+    SIM_R_ABORT_AFTER_RECV,  /* aborts of a request whose KV had arrived, before a schedule took it in */
+    SIM_R_EXPIRED_HOLD,      /* P holds that ended by the expiry reap */
+    SIM_R_COUNT
+} sim_reach;
+const char *sim_reach_name(uint32_t r);
+
 typedef struct sim_result {
     bool violated;
     kv_inv inv;
@@ -117,6 +129,7 @@ typedef struct sim_result {
     uint64_t store_saves, store_loads; /* store jobs the workers issued */
     sim_store_stats store;    /* the KV store's counters (zero without a store) */
     uint64_t fault_phase[SIM_F_KIND_COUNT][KV_PH_COUNT]; /* coverage: fault kind x phase */
+    uint64_t reach[SIM_R_COUNT];  /* coverage: rare combinations (sim_reach) */
     kv_status sim_error;      /* a simulator resource ran out (not a core bug) */
 } sim_result;
 

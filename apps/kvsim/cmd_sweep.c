@@ -54,6 +54,8 @@ static void sweep_table(const sim_sweep *s, double secs, const char *workload) {
         for (uint32_t p = 0; p < KV_PH_COUNT; p++) printf(" %12" PRIu64, s->fault_phase[k][p]);
         printf("\n");
     }
+    printf("\nreach (rare combinations; docs/oracles.md)\n");
+    for (uint32_t k = 0; k < SIM_R_COUNT; k++) printf("%-48s %12" PRIu64 "\n", sim_reach_name(k), s->reach[k]);
     if (s->first_violation_seed != UINT64_MAX) {
         bool other = workload && strcmp(workload, "faults");
         printf("\nfirst violation: seed %" PRIu64 " (reproduce: kvsim run --seed %" PRIu64 "%s%s)\n", s->first_violation_seed,
@@ -72,6 +74,8 @@ static void sweep_json(const sim_sweep *s, double secs) {
     for (uint32_t i = 0; i < KV_INV_COUNT; i++)
         printf("%s\"%s\":{\"violations\":%" PRIu64 ",\"armed\":%" PRIu64 "}", i ? "," : "", kv_inv_name((kv_inv)i),
                s->by_inv[i], s->armed[i]);
+    printf("},\"reach\":{");
+    for (uint32_t k = 0; k < SIM_R_COUNT; k++) printf("%s\"%s\":%" PRIu64, k ? "," : "", sim_reach_name(k), s->reach[k]);
     printf("},\"first_violation_seed\":");
     if (s->first_violation_seed == UINT64_MAX) printf("null");
     else printf("%" PRIu64, s->first_violation_seed);
@@ -149,6 +153,7 @@ static void sweep_merge(sim_sweep *into, const sim_sweep *s) {
     }
     for (uint32_t k = 0; k < SIM_F_KIND_COUNT; k++)
         for (uint32_t p = 0; p < KV_PH_COUNT; p++) into->fault_phase[k][p] += s->fault_phase[k][p];
+    for (uint32_t k = 0; k < SIM_R_COUNT; k++) into->reach[k] += s->reach[k];
     if (s->first_violation_seed < into->first_violation_seed) {
         into->first_violation_seed = s->first_violation_seed;
         into->first = s->first;
