@@ -53,6 +53,7 @@ typedef enum fatal_scope {
  * `recompute` (a recompute survives every other fault). */
 static const uint8_t fatal_of[SIM_F_KIND_COUNT] = {
     [SIM_F_ABORT] = FS_REQ,
+    [SIM_F_ABORT_ON_KV] = FS_REQ,
     [SIM_F_PEER_CRASH] = FS_ENGINE,
     [SIM_F_PEER_HANG] = FS_ENGINE,
 };
@@ -70,6 +71,7 @@ static uint32_t fail_weight(const sim_fault *f) {
     case SIM_F_PEER_CRASH:
     case SIM_F_PEER_HANG: return CHK_UNBOUNDED;
     case SIM_F_ABORT:
+    case SIM_F_ABORT_ON_KV:
     case SIM_F_SENDER_EXCEPTION:
     case SIM_F_SENDER_ERR_REQ:
     case SIM_F_SENDER_DROP_RESP:
@@ -215,7 +217,7 @@ static void check_one(sim_check *c, uint32_t id) {
                        "request %u: %u of its loads failed (on one rank) but no fault touched it", id, q->load_errors);
         return;
     }
-    if (pq->outcome == KV_OUT_ABORTED && !(q->causes & (1u << SIM_F_ABORT))) {
+    if (pq->outcome == KV_OUT_ABORTED && !(q->causes & (1u << SIM_F_ABORT | 1u << SIM_F_ABORT_ON_KV))) {
         kv_violate(c->v.env, KV_INV_OUTCOME, chk_d_of(c, id), id,
                    "request %u ended aborted but no abort touched it (touched by: %s)", id, why);
         return;

@@ -143,6 +143,7 @@ static void gen_faults(sim_choice *c, sim_world_cfg *cfg, uint32_t swarm, uint32
         case SIM_F_TE_ERROR: f->target = sim_choice_below(c, cfg->n_p); break;
         case SIM_F_PEER_CRASH: /* drawn by gen_crashes */
         case SIM_F_PEER_HANG:
+        case SIM_F_ABORT_ON_KV: /* drawn by gen_step_aborts */
         case SIM_F_KIND_COUNT: break;
         }
     }
@@ -158,6 +159,20 @@ static void gen_heads(sim_choice *c, sim_world_cfg *cfg) {
     if (sim_choice_below(c, 4) != 0) return;
     uint32_t h = 16u << sim_choice_below(c, 9), hi = sim_head_bytes_max(cfg);
     cfg->head_bytes = h < hi ? h : hi;
+}
+
+/* Aborts timed at a step boundary in one run of four: one to four
+ * requests are aborted the moment D hears their KV arrived (abort_on_kv),
+ * so the abort lands after the step that reports the KV and before the
+ * schedule that would take it in. Drawn last, after gen_heads. */
+static void gen_step_aborts(sim_choice *c, sim_world_cfg *cfg) {
+    if (sim_choice_below(c, 4) != 0 || !cfg->n_reqs) return;
+    uint32_t n = pick(c, 1, 4);
+    for (uint32_t i = 0; i < n && cfg->n_faults < SIM_FAULTS_MAX; i++) {
+        sim_fault *f = &cfg->fault[cfg->n_faults++];
+        uint32_t r = sim_choice_below(c, cfg->n_reqs);
+        *f = (sim_fault){.kind = SIM_F_ABORT_ON_KV, .target = r, .at_ns = cfg->req[r].at_ns};
+    }
 }
 
 /* The defaults, with every later draw from one stream seeded by (seed, salt). */
@@ -179,6 +194,7 @@ static uint32_t gen_mixed(uint64_t seed, uint64_t salt, uint32_t bugs, sim_world
     uint32_t swarm = gen_swarm(&c);
     gen_faults(&c, cfg, swarm, faults_max);
     gen_heads(&c, cfg);
+    gen_step_aborts(&c, cfg);
     sim_cfg_searchable(cfg);
     return swarm;
 }

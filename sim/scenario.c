@@ -324,7 +324,11 @@ void sim_scenario_from_bytes(const uint8_t *buf, size_t len, sim_scenario *out) 
     rd_fixed(&r, &out->cfg, v1, v5);
     /* each version's fault kinds only behind its magic (or a later one):
      * every older input (magic-less ones too) decodes as it always did */
-    rd_lists(&r, &out->cfg, v4 || v5 ? SIM_F_KIND_COUNT - 1u : v3 ? SIM_F_KIND_COUNT_V3 - 1u : SIM_F_KIND_COUNT_V2 - 1u);
+    rd_lists(&r, &out->cfg,
+             v5   ? SIM_F_KIND_COUNT - 1u
+             : v4 ? SIM_F_KIND_COUNT_V4 - 1u
+             : v3 ? SIM_F_KIND_COUNT_V3 - 1u
+                  : SIM_F_KIND_COUNT_V2 - 1u);
     size_t n = r.len - r.pos;
     if (n > SIM_CHOICE_MAX) n = SIM_CHOICE_MAX;
     if (n) memcpy(out->choice, r.p + r.pos, n);

@@ -45,6 +45,7 @@ struct sim_world {
     kv_engine *all_eng[KV_ENGINES_MAX + SIM_FAULTS_MAX]; /* every process of the run, for its counters */
     uint32_t n_all;
     struct { uint64_t at_ns; uint32_t engine; bool silent; } restart[SIM_FAULTS_MAX]; /* pending, in time order */
+    uint64_t abort_on_kv[(SIM_REQS_MAX + 63u) / 64u]; /* bit r: abort request r when D hears its KV arrived */
     uint32_t n_restart;
     sim_result *res;
     FILE *trace;
@@ -288,6 +289,7 @@ static kv_status build(sim_world *w) {
     if (st != KV_OK) return st;
     w->n_eng = c->n_p + c->n_d;
     w->n_all = w->n_restart = 0;
+    memset(w->abort_on_kv, 0, sizeof w->abort_on_kv);
     for (uint32_t i = 0; i < w->n_eng && st == KV_OK; i++) {
         uint32_t before = sim_rt_actor_count(w->rt);
         w->down[i] = false;
@@ -339,7 +341,7 @@ static void sort_items(sim_world *w) {
 
 /* Coverage: the phase the request is in on each engine that holds it (P
  * and D both count), or "done" when no engine holds it. */
-static void count_abort_phases(sim_world *w, uint32_t id) {
+static void count_abort_phases(sim_world *w, uint32_t id, uint32_t kind) {
     bool any = false;
     for (uint32_t i = 0; i < w->n_eng; i++) {
         if (w->down[i]) continue;
@@ -348,10 +350,10 @@ static void count_abort_phases(sim_world *w, uint32_t id) {
         if (!s && kv_engine_inq_has(w->eng[i], id)) /* arrived, waiting for the next schedule */
             ph = w->eng[i]->cfg.role == KV_ROLE_PRODUCER ? KV_PH_P_QUEUED : KV_PH_D_QUEUED;
         if (ph >= KV_PH_COUNT) continue;
-        w->res->fault_phase[SIM_F_ABORT][ph]++;
+        w->res->fault_phase[kind][ph]++;
         any = true;
     }
-    if (!any) w->res->fault_phase[SIM_F_ABORT][KV_PH_DONE]++;
+    if (!any) w->res->fault_phase[kind][KV_PH_DONE]++;
 }
 
 static void post_engine(sim_world *w, uint32_t kind, uint32_t engine, uint32_t sched_actor) {
@@ -448,7 +450,7 @@ static void apply_fault(sim_world *w, const sim_fault *f) {
     switch ((sim_fault_kind)f->kind) {
     case SIM_F_ABORT: {
         uint32_t id = f->target % (w->cfg->n_reqs ? w->cfg->n_reqs : 1);
-        count_abort_phases(w, id);
+        count_abort_phases(w, id, SIM_F_ABORT);
         phase = KV_PH_COUNT; /* counted above */
         kv_m_abort a = {.id = id};
         kv_rt_post(rt, w->proxy->actor, KV_M_PROXY_ABORT, &a, sizeof a);
@@ -485,6 +487,12 @@ static void apply_fault(sim_world *w, const sim_fault *f) {
         crash_engine(w, f->target % w->n_eng, restart_ms(f), f->kind == SIM_F_PEER_HANG);
         phase = KV_PH_COUNT; /* counted there */
         break;
+    case SIM_F_ABORT_ON_KV: {
+        uint32_t id = f->target % (w->cfg->n_reqs ? w->cfg->n_reqs : 1);
+        w->abort_on_kv[id / 64u] |= 1ull << (id % 64u);
+        phase = KV_PH_COUNT; /* counted when it fires */
+        break;
+    }
     case SIM_F_KIND_COUNT: break;
     }
     if (f->kind < SIM_F_KIND_COUNT && phase < KV_PH_COUNT) w->res->fault_phase[f->kind][phase]++;
@@ -587,6 +595,27 @@ static const char *event_detail(const kv_msg *m) {
     return buf;
 }
 
+/* A D worker heard a load of a request end: an abort armed for it
+ * (abort_on_kv) goes to the proxy now, as a client's would. Both load-done
+ * messages start with the request id. */
+static void abort_if_armed(sim_world *w, uint32_t actor, const kv_msg *m) {
+    uint32_t id;
+    if (m->len < 4) return;
+    memcpy(&id, m->payload, 4);
+    if (id >= w->cfg->n_reqs || !(w->abort_on_kv[id / 64u] >> (id % 64u) & 1u)) return;
+    uint32_t d = w->cfg->n_p + w->cfg->req[id].d_engine % w->cfg->n_d;
+    bool on_d = false;
+    for (uint32_t r = 0; !w->down[d] && r < w->eng[d]->cfg.tp; r++) on_d = on_d || w->eng[d]->worker[r]->main_actor == actor;
+    if (!on_d) return; /* P's own store loads do not count */
+    w->abort_on_kv[id / 64u] &= ~(1ull << (id % 64u));
+    count_abort_phases(w, id, SIM_F_ABORT_ON_KV);
+    kv_m_abort a = {.id = id};
+    kv_rt_post(sim_rt_iface(w->rt), w->proxy->actor, KV_M_PROXY_ABORT, &a, sizeof a);
+    if (w->trace)
+        fprintf(w->trace, "%12llu  %-14s FAULT abort_on_kv fires for request %u\n", (unsigned long long)sim_rt_now(w->rt),
+                "world", id);
+}
+
 static void after_event(void *ctx, uint32_t actor, const kv_msg *m) {
     sim_world *w = ctx;
     w->events++;
@@ -601,6 +630,7 @@ static void after_event(void *ctx, uint32_t actor, const kv_msg *m) {
                 kv_msg_kind_name(m->kind), (double)now / 1000.0, sim_rt_actor_node(w->rt, actor), actor, m->len);
     }
     sim_check_event(w->check, actor, m);
+    if (m->kind == KV_M_P2P_RECV_DONE || m->kind == KV_M_STORE_LOAD_DONE) abort_if_armed(w, actor, m);
 }
 
 /* ---- running ------------------------------------------------------------------- */
@@ -740,7 +770,8 @@ const char *sim_fault_name(uint32_t kind) {
         [SIM_F_NET_RESET] = "net_reset",   [SIM_F_NET_DELAY] = "net_delay",
         [SIM_F_STORE_PUT_FAIL] = "store_put_fail", [SIM_F_STORE_GET_FAIL] = "store_get_fail",
         [SIM_F_STORE_EVICT] = "store_evict", [SIM_F_STORE_PRESSURE] = "store_pressure",
-        [SIM_F_PEER_CRASH] = "peer_crash", [SIM_F_PEER_HANG] = "peer_hang"};
+        [SIM_F_PEER_CRASH] = "peer_crash", [SIM_F_PEER_HANG] = "peer_hang",
+        [SIM_F_ABORT_ON_KV] = "abort_on_kv"};
     return kind < SIM_F_KIND_COUNT && names[kind] ? names[kind] : "?";
 }
 

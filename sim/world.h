@@ -51,13 +51,20 @@ typedef enum sim_fault_kind {
                                * lost, their batches to it time out); arg+1 ms later the host
                                * is back with a new process, and every connection to the old
                                * one resets then (scenario format version 4) */
+    /* format version 5 on */
+    SIM_F_ABORT_ON_KV,        /* target: request index: armed at its time, the client aborts
+                               * the request the moment D's worker hears its KV arrived (a
+                               * phase-triggered abort: with the engine's input queue it lands
+                               * after the step that reports the KV and before the schedule
+                               * that would take it in) */
     SIM_F_KIND_COUNT
 } sim_fault_kind;
 /* Kinds 1..SIM_F_KIND_COUNT_V2 - 1 are those of scenario format versions 1
  * and 2 (and of the generator's draws before crashes existed); version 3
- * adds peer_crash, version 4 peer_hang. */
+ * adds peer_crash, version 4 peer_hang, version 5 abort_on_kv. */
 #define SIM_F_KIND_COUNT_V2 ((uint32_t)SIM_F_PEER_CRASH)
 #define SIM_F_KIND_COUNT_V3 ((uint32_t)SIM_F_PEER_HANG)
+#define SIM_F_KIND_COUNT_V4 ((uint32_t)SIM_F_ABORT_ON_KV)
 const char *sim_fault_name(uint32_t kind);
 
 typedef struct sim_fault {

@@ -451,13 +451,14 @@ Test(scenario, binary_clamp_rules) {
     cr_assert(sa.cfg.conn_p == KV_CONN_P2P && sa.cfg.conn_d == KV_CONN_P2P && sa.cfg.store_capacity == 1024);
 }
 
-/* Versions 3 and 4 each added a fault kind (peer_crash 13, peer_hang 14).
+/* Versions 3, 4 and 5 each added a fault kind (peer_crash 13, peer_hang 14,
+ * abort_on_kv 15).
  * A kind byte reaches a kind only behind the magic of its version or a
  * later one; behind an older magic, or none, it maps into that version's
  * kinds as it always did (1 + byte mod their count), so stored inputs and
  * corpus seeds decode unchanged. */
 Test(scenario, new_kinds_only_behind_their_magic) {
-    static uint8_t body[SIM_SCENARIO_FIXED_BYTES_V2 + 3 + SIM_SCENARIO_FAULT_BYTES], in[4 + sizeof body];
+    static uint8_t body[SIM_SCENARIO_FIXED_BYTES + 3 + SIM_SCENARIO_FAULT_BYTES], in[4 + sizeof body];
     static const struct {
         const char *magic; /* NULL: none */
         uint8_t kind;
@@ -466,21 +467,24 @@ Test(scenario, new_kinds_only_behind_their_magic) {
         {NULL, 13, 1u + 13u % 12u},      {"KVS\x02", 13, 1u + 13u % 12u}, {"KVS\x03", 13, SIM_F_PEER_CRASH},
         {"KVS\x04", 13, SIM_F_PEER_CRASH}, {NULL, 14, 1u + 14u % 12u},      {"KVS\x02", 14, 1u + 14u % 12u},
         {"KVS\x03", 14, 1u + 14u % 13u},   {"KVS\x04", 14, SIM_F_PEER_HANG},
+        {"KVS\x04", 15, 1u + 15u % 14u},   {"KVS\x05", 15, SIM_F_ABORT_ON_KV},
     };
     static sim_scenario s;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        size_t at = SIM_SCENARIO_FIXED_BYTES_V2;
-        memset(body, 0, sizeof body); /* no requests; one fault: at 0, the kind, target 1, arg 5 */
+        bool v5 = cases[i].magic && !memcmp(cases[i].magic, "KVS\x05", 4);
+        size_t at = v5 ? SIM_SCENARIO_FIXED_BYTES : SIM_SCENARIO_FIXED_BYTES_V2, len = at + 3 + SIM_SCENARIO_FAULT_BYTES;
+        memset(body, 0, sizeof body);
+        if (v5) body[64] = 8; /* head_bytes 8 */ /* no requests; one fault: at 0, the kind, target 1, arg 5 */
         body[at + 2] = 1;
         body[at + 3 + 8] = cases[i].kind;
         body[at + 3 + 9] = 1;
         body[at + 3 + 11] = 5;
         if (cases[i].magic) {
             memcpy(in, cases[i].magic, 4);
-            memcpy(in + 4, body, sizeof body);
-            sim_scenario_from_bytes(in, sizeof in, &s);
+            memcpy(in + 4, body, len);
+            sim_scenario_from_bytes(in, 4 + len, &s);
         } else {
-            sim_scenario_from_bytes(body, sizeof body, &s);
+            sim_scenario_from_bytes(body, len, &s);
         }
         cr_assert(s.cfg.n_faults == 1 && s.cfg.fault[0].kind == cases[i].want, "case %zu: kind %u, want %u", i,
                   s.cfg.fault[0].kind, cases[i].want);
@@ -489,7 +493,7 @@ Test(scenario, new_kinds_only_behind_their_magic) {
     /* the canonical form (version 5) keeps the newest kind */
     static uint8_t out[SIM_SCENARIO_BYTES_MAX];
     size_t n = 0;
-    cr_assert_eq(s.cfg.fault[0].kind, (uint32_t)SIM_F_PEER_HANG);
+    cr_assert_eq(s.cfg.fault[0].kind, (uint32_t)SIM_F_ABORT_ON_KV);
     cr_assert_eq(sim_scenario_to_bytes(&s, out, sizeof out, &n), KV_OK);
     cr_assert(n >= 4 && memcmp(out, "KVS\x05", 4) == 0);
     static sim_scenario back;
