@@ -18,8 +18,9 @@ The generator is a C tokenizer plus a few structural rules, not a parser:
 it skips comments, string and character literals, preprocessor lines (with
 their continuations), `_Static_assert`/`static_assert`, `sizeof`,
 `_Alignof` and `offsetof` operands, the arguments of the checker's own
-calls (CHECKER_CALLS), every line that carries a `nomutate` comment, and
-everything outside function bodies. Type-blind operators (swap) may give
+calls (CHECKER_CALLS), the core's own checks (CHECKER_FUNCS: invariant
+functions and walks, their bodies and every line calling one), every line
+that carries a `nomutate` comment, and everything outside function bodies. Type-blind operators (swap) may give
 mutants that do not compile: the benchmark counts those as "not compiled".
 """
 import argparse
@@ -79,6 +80,13 @@ CALL_PATTERNS = [
 # rewrites a message).
 CHECKER_CALLS = ["kv_violate", "*VIOLATE*", "kv_logf", "kv_owner_check", "check_owner", "*ASSERT*",
                  "snprintf", "vsnprintf", "va_start", "va_end"]
+# The core's own checks (core/assert.h): invariant functions, their walks
+# and the checks of our own wire messages. Their bodies are not mutated, nor
+# any line that calls one: a mutant there can only weaken a check of the
+# core, which a correct core never trips, so on the correct core it is
+# equivalent by construction (it says nothing about the harness).
+CHECKER_FUNCS = ["*invariants*", "*_walk", "*_walk_*", "kv_wire_encoded_ok", "kv_ids_distinct", "kv_pool_check",
+                 "pool_check_*"]
 SKIP_OPERANDS = {"sizeof", "_Alignof", "alignof", "offsetof", "_Static_assert", "static_assert", "__attribute__",
                  "_Generic"}
 KEYWORDS = {"if", "while", "for", "switch", "return", "sizeof", "case", "default", "do", "else", "goto", "break",
@@ -290,9 +298,15 @@ class Analysis:
             elif tok.kind == "punct" and tok.text in ")]":
                 depth -= 1
             i += 1
-        # skipped regions
+        # skipped regions: the core's own checks (CHECKER_FUNCS), their
+        # bodies and every line that calls one
+        check_lines = set()
         for i, tok in enumerate(t):
-            if tok.line in self.nomutate:
+            if tok.kind == "id" and i + 1 < len(t) and t[i + 1].text == "(" and fnmatch_any(tok.text, CHECKER_FUNCS):
+                check_lines.add(tok.line)
+        for i, tok in enumerate(t):
+            if tok.line in self.nomutate or tok.line in check_lines or (
+                    self.func_of[i] is not None and fnmatch_any(self.func_of[i], CHECKER_FUNCS)):
                 tok.skip = True
             if tok.kind == "id" and i + 1 < len(t) and t[i + 1].text == "(":
                 close = self.match.get(i + 1)
