@@ -3,30 +3,31 @@
  *
  * Rule (docs/oracles.md has the table of causes):
  *  1. A request that nothing touched ends ok at the proxy, with D's status
- *     FINISHED_LENGTH_CAPPED and exactly its max_tokens output tokens, and D
- *     never reports its load failed — under either load-failure policy.
+ *     FINISHED_LENGTH_CAPPED and exactly its max_tokens output tokens, and no
+ *     load of it failed, on P or D — under either load-failure policy.
  *  2. Under policy `recompute`, a touched request still ends ok unless a
  *     cause that may end it otherwise touched it ("fatal" below): an abort of
  *     it, the crash of its own P or D engine, or a refusal on arrival.
- *  3. A request ends aborted only if an abort touched it.
+ *  3. A request ends aborted only if an abort (abort, abort_on_kv) touched it.
  *  4. Its failed loads (on any one rank) number at most what the causes
  *     that touched it can fail: one each, a store get failure its arg + 1,
  *     and no bound once a lasting fault (bootstrap down, delay, reset, dead
  *     peer) or mixed connector configurations touched it.
  *
- * A cause touches a request when it hit the request itself, or something the
- * request depended on while it was not yet over: its P or D engine, the
- * link between them, the bootstrap service, the network, the store. The
- * scope of each fault kind is the table `rule` below; it over-approximates
- * (a fault on P touches every request of that P that had not ended), so the
- * oracle never blames a fault-free path for what a fault did, and requests
- * outside every fault's scope (in fault-free runs, all of them) are held to
- * rule 1. Causes that are not faults: the plan telling D a longer prompt
- * than P's (d_extra), P and D configured with different connectors (D may
- * pull from a P without a P2P side, or never pull from a P that holds its
- * blocks for it), an engine turning the request away, and P's hold
- * ending at the expiry reap (under overload D may ask after it; INV-HOLD
- * checks that the reap came at the expiry and only then). */
+ * A cause touches every request that is not over (ended at the proxy and
+ * on P) when it strikes: engines share block pools, so a fault that leaves
+ * blocks held until a timeout starves the other requests of the pool, and
+ * their holds starve the engines they wait on in turn. This over-approximates
+ * on purpose: the oracle never blames a fault-free path for what a fault did,
+ * and every request that ended before the first cause (in fault-free runs,
+ * all of them) is held to rule 1. What is per kind is whom a cause may end
+ * otherwise than ok (fatal_of) and how many loads it may fail (fail_weight).
+ * Causes that are not faults (docs/oracles.md): the plan telling D a longer
+ * prompt than P's, mixed connector configurations, a refusal on arrival,
+ * the store evicting keys for room, a P2P table full, P too slow for D's
+ * pull (its ready wait ran out) and P's hold ended by the reap when D had
+ * not asked in time (INV-HOLD checks that the reap came at the expiry). Each
+ * is observed as it happens and checked before it excuses anything. */
 #include "sim/check_int.h"
 
 #include <string.h>
