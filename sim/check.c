@@ -117,6 +117,11 @@ void sim_check_end(sim_check *c, bool timed_out) {
     if (!chk_violated(c)) chk_data_end(c);
 }
 
+void sim_check_teardown(sim_check *c, const sim_teardown_report *t) {
+    sim_rt_set_current(c->v.rt, KV_ACTOR_NONE);
+    if (!chk_violated(c)) chk_pool_teardown(c, t);
+}
+
 /* ---- causes ----------------------------------------------------------------- */
 
 void chk_touch(sim_check *c, uint32_t id, uint32_t cause) {

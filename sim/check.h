@@ -3,7 +3,8 @@
  * and never checks anything itself; each oracle family lives in a file of
  * its own that opens with the rule it enforces:
  *
- *   sim/check_pool.c     INV-CONSERVE (every event), INV-LEAK (quiescence)
+ *   sim/check_pool.c     INV-CONSERVE (every event), INV-LEAK (quiescence,
+ *                        and the teardown after it)
  *   sim/check_live.c     INV-LIVE and the accounting of every request
  *   sim/check_outcome.c  INV-OUTCOME: how each request should have ended,
  *                        given the faults that touched it (docs/oracles.md)
@@ -67,5 +68,22 @@ void sim_check_engine_up(sim_check *c, uint32_t i);
 void sim_check_time(sim_check *c, uint64_t next_ns);
 /* The run ended: quiescence (timed_out: the liveness bound cut it). */
 void sim_check_end(sim_check *c, bool timed_out);
+/* After a clean end the world frees every process of the run (the dead
+ * ones too) with kv_engine_free, and the bootstrap service with
+ * kv_bootstrap_free. Its env records every allocation and who made it; what
+ * one teardown's releases did: */
+typedef struct sim_teardown_report {
+    bool bootstrap;           /* the bootstrap service; else a process of engine `engine` */
+    uint32_t engine;
+    uint32_t process;         /* the process's number in the run, in start order */
+    uint32_t allocs;          /* allocations it made */
+    uint32_t left;            /* of those, not released */
+    uint64_t left_bytes;
+    uint32_t first_left;      /* the first left: its ordinal among allocs, and size */
+    uint32_t first_left_bytes;
+    uint32_t twice;           /* releases of memory released before */
+    uint32_t foreign;         /* releases of an address that is no allocation's start, or another's */
+} sim_teardown_report;
+void sim_check_teardown(sim_check *c, const sim_teardown_report *t);
 
 #endif

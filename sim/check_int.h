@@ -90,6 +90,7 @@ void chk_causes_str(uint32_t causes, char *buf, size_t cap);
 /* check_pool.c */
 void chk_pool_event(sim_check *c, uint32_t engine);
 void chk_pool_end(sim_check *c);
+void chk_pool_teardown(sim_check *c, const sim_teardown_report *t);
 /* check_live.c */
 void chk_live_end(sim_check *c, bool timed_out);
 /* check_outcome.c */

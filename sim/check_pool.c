@@ -8,7 +8,17 @@
  *
  * INV-LEAK (at the end, on every engine whose process is alive): no block is
  * owned, pinned or in flight, and no connector entry is left for any
- * request. A dead process's memory died with it. */
+ * request. A dead process's memory died with it.
+ *
+ * INV-LEAK (teardown, after a clean end): kv_engine_free of every process
+ * of the run, the dead ones too, and kv_bootstrap_free give back exactly
+ * the allocations each made, each once: no allocation left, none released
+ * twice, no release of memory that is not theirs. The simulator never
+ * frees anything otherwise (its arena rewinds per run), so without this a
+ * missed, doubled or stray release (kvnode tears its engine down on exit)
+ * would be invisible. */
+#include <stdio.h>
+
 #include "sim/check_int.h"
 
 static void check_engine(sim_check *c, const kv_engine *e, bool full) {
@@ -47,4 +57,21 @@ void chk_pool_end(sim_check *c) {
         if (!res->violated && cs)
             kv_violate(c->v.env, KV_INV_LEAK, i, KV_REQ_NONE, "engine %u: %u connector entries left at the end", i, cs);
     }
+}
+
+void chk_pool_teardown(sim_check *c, const sim_teardown_report *t) {
+    char who[64];
+    if (t->bootstrap) snprintf(who, sizeof who, "the bootstrap service");
+    else snprintf(who, sizeof who, "engine %u (process %u of the run)", t->engine, t->process);
+    uint32_t eng = t->bootstrap ? KV_REQ_NONE : t->engine;
+    c->v.res->armed[KV_INV_LEAK] += t->allocs;
+    if (t->twice || t->foreign)
+        kv_violate(c->v.env, KV_INV_LEAK, eng, KV_REQ_NONE,
+                   "teardown of %s: %u releases of memory released before, %u of memory it did not allocate", who,
+                   t->twice, t->foreign);
+    else if (t->left)
+        kv_violate(c->v.env, KV_INV_LEAK, eng, KV_REQ_NONE,
+                   "teardown of %s: %u of its %u allocations (%llu bytes) never released; the first is allocation "
+                   "%u (%u bytes)",
+                   who, t->left, t->allocs, (unsigned long long)t->left_bytes, t->first_left, t->first_left_bytes);
 }

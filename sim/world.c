@@ -21,12 +21,28 @@
 #define NODE_OF_ENGINE(i) (1u + (i) * (KV_TP_MAX + 1u))
 #define STORE_NODE NODE_OF_ENGINE(KV_ENGINES_MAX)
 #define NET_EVENTS_MAX 256u
+#define ALOG_MAX 16384u
+#define OWNER_WORLD 0u
+#define OWNER_BOOT 0xffffu
+
+/* One arena allocation: where, how big, whose, and whether it is still
+ * held. The teardown at the end of a run judges each process's releases by
+ * these records (sim_check_teardown). */
+typedef struct sim_alloc_rec {
+    uint32_t off, bytes;
+    uint16_t owner;
+    bool live;
+} sim_alloc_rec;
 
 struct sim_world {
     kv_env env;          /* per-run: arena allocation */
     kv_env penv;         /* persistent: runtime and network */
     uint8_t *arena;
     size_t arena_used;
+    sim_alloc_rec *alog; /* every arena allocation of the run, in address order */
+    uint32_t n_alog;
+    bool alog_full;      /* more than ALOG_MAX: the teardown is not judged */
+    uint16_t alloc_owner; /* who allocates now: OWNER_WORLD, OWNER_BOOT, or process + 1 */
     bool poison;         /* fill scratch with a per-run byte (tests) */
     kv_kvmem kvmem;      /* block-memory provider of every worker */
     uint64_t runs;
@@ -48,6 +64,8 @@ struct sim_world {
     uint64_t abort_on_kv[(SIM_REQS_MAX + 63u) / 64u]; /* bit r: abort request r when D hears its KV arrived */
     uint32_t n_restart;
     sim_result *res;
+    sim_teardown_report td; /* the teardown being judged (its twice / foreign counts) */
+    kv_pool_report final_pool[KV_ENGINES_MAX][KV_GROUPS_MAX]; /* at the end, before the teardown */
     FILE *trace;
     FILE *json;          /* Chrome trace events, or NULL */
     bool json_first;
@@ -74,6 +92,11 @@ static void *take(sim_world *w, size_t n) {
     size_t need = (n + 63u) & ~(size_t)63u;
     if (w->arena_used + need > ARENA_BYTES) return NULL;
     void *p = w->arena + w->arena_used;
+    if (w->n_alog < ALOG_MAX)
+        w->alog[w->n_alog++] = (sim_alloc_rec){.off = (uint32_t)w->arena_used, .bytes = (uint32_t)n,
+                                               .owner = w->alloc_owner, .live = true};
+    else
+        w->alog_full = true;
     w->arena_used += need;
     return p;
 }
@@ -88,7 +111,31 @@ static void *w_scratch(void *ctx, size_t n) {
     if (p && w->poison) memset(p, (int)(0x5au ^ (w->runs & 0xffu)) | 1, n);
     return p;
 }
-static void w_release(void *ctx, void *p) { (void)ctx; (void)p; } /* the arena rewinds per run */
+/* The arena rewinds per run, so a release frees nothing: it marks the
+ * record. A release of an address that is no allocation's start, or of one
+ * released before, is counted against the process being torn down. */
+static void w_release(void *ctx, void *p) {
+    sim_world *w = ctx;
+    if (!p) return;
+    uint8_t *b = p;
+    uint32_t lo = 0, hi = w->n_alog;
+    if (b >= w->arena && b < w->arena + ARENA_BYTES) {
+        uint32_t off = (uint32_t)(b - w->arena);
+        while (lo < hi) { /* records are in address order: the arena only grows */
+            uint32_t mid = lo + (hi - lo) / 2u;
+            if (w->alog[mid].off < off) lo = mid + 1u;
+            else hi = mid;
+        }
+        if (lo < w->n_alog && w->alog[lo].off == off) {
+            sim_alloc_rec *r = &w->alog[lo];
+            if (!r->live) w->td.twice++;
+            else if (r->owner != w->alloc_owner) w->td.foreign++;
+            else r->live = false;
+            return;
+        }
+    }
+    w->td.foreign++;
+}
 static void *p_alloc(void *ctx, size_t n) { (void)ctx; return calloc(1, n ? n : 1); }
 static void p_release(void *ctx, void *p) { (void)ctx; free(p); }
 static uint64_t w_rand(void *ctx) { return sim_choice_prng(&((sim_world *)ctx)->choice); }
@@ -187,6 +234,7 @@ kv_status sim_world_new(sim_world **out) {
     sim_world *w = calloc(1, sizeof *w);
     if (!w) return KV_ENOMEM;
     w->arena = calloc(1, ARENA_BYTES);
+    w->alog = calloc(ALOG_MAX, sizeof *w->alog);
     w->env = (kv_env){.size = sizeof(kv_env), .ctx = w, .now_ns = w_now, .alloc = w_alloc,
                       .release = w_release, .random_u64 = w_rand, .log = w_log,
                       .violation = w_violation, .current_actor = w_actor, .alloc_scratch = w_scratch};
@@ -213,6 +261,7 @@ void sim_world_free(sim_world *w) {
     sim_rt_free(w->rt);
     sim_net_free(w->net);
     sim_check_free(w->check);
+    free(w->alog);
     free(w->arena);
     free(w);
 }
@@ -268,7 +317,9 @@ static kv_status start_engine(sim_world *w, uint32_t i) {
     kvt *t[KV_TP_MAX];
     for (uint32_t r = 0; r < ec.tp; r++) t[r] = sim_net_node(w->net, ec.node + 1 + r);
     kv_conn_kind kind = (kv_conn_kind)(ec.role == KV_ROLE_PRODUCER ? w->cfg->conn_p : w->cfg->conn_d);
+    w->alloc_owner = (uint16_t)(w->n_all + 1u); /* what it allocates is this process's */
     kv_status st = kv_engine_new(&w->env, sim_rt_iface(w->rt), &ec, kind, t, &w->eng[i]);
+    w->alloc_owner = OWNER_WORLD;
     if (st == KV_OK) w->all_eng[w->n_all++] = w->eng[i];
     return st;
 }
@@ -280,7 +331,9 @@ static kv_status build(sim_world *w) {
         return KV_EINVAL;
     kv_rt *rt = sim_rt_iface(w->rt);
     kv_status st = kv_proxy_new(&w->env, rt, 0, c->n_reqs ? c->n_reqs : 1u, &w->proxy); /* ids are 0..n_reqs-1 */
+    w->alloc_owner = OWNER_BOOT;
     if (st == KV_OK) st = kv_bootstrap_new(&w->env, rt, 0, &w->boot);
+    w->alloc_owner = OWNER_WORLD;
     if (st != KV_OK) return st;
     snprintf(w->proxy->bootstrap_addr.s, sizeof w->proxy->bootstrap_addr.s, "sim-bootstrap:8998");
     w->store = NULL;
@@ -659,9 +712,54 @@ const char *sim_reach_name(uint32_t r) {
     return r < SIM_R_COUNT ? names[r] : "?";
 }
 
+/* ---- teardown ------------------------------------------------------------- */
+
+/* After a clean end: every process of the run (the dead ones too: their
+ * memory is still the arena's) is freed with kv_engine_free, then the
+ * bootstrap service; releases are judged as they come (w_release), what is
+ * left in one pass over the records. The checker decides (INV-LEAK). Runs
+ * after everything read from the engines, nothing reads them after it. */
+static void teardown(sim_world *w) {
+    if (w->alog_full) return; /* a run beyond ALOG_MAX allocations is not judged */
+    static uint32_t left[KV_ENGINES_MAX + SIM_FAULTS_MAX + 1u], allocs[KV_ENGINES_MAX + SIM_FAULTS_MAX + 1u],
+        first[KV_ENGINES_MAX + SIM_FAULTS_MAX + 1u], first_bytes[KV_ENGINES_MAX + SIM_FAULTS_MAX + 1u],
+        twice[KV_ENGINES_MAX + SIM_FAULTS_MAX + 1u], foreign[KV_ENGINES_MAX + SIM_FAULTS_MAX + 1u];
+    static uint64_t left_bytes[KV_ENGINES_MAX + SIM_FAULTS_MAX + 1u];
+    uint32_t n = w->n_all + 1u; /* slot n_all: the bootstrap service */
+    for (uint32_t k = 0; k < n; k++) {
+        w->td = (sim_teardown_report){0};
+        w->alloc_owner = k < w->n_all ? (uint16_t)(k + 1u) : (uint16_t)OWNER_BOOT;
+        if (k < w->n_all) kv_engine_free(w->all_eng[k]);
+        else kv_bootstrap_free(w->boot);
+        twice[k] = w->td.twice;
+        foreign[k] = w->td.foreign;
+        left[k] = allocs[k] = first[k] = first_bytes[k] = 0;
+        left_bytes[k] = 0;
+    }
+    w->alloc_owner = OWNER_WORLD;
+    for (uint32_t i = 0; i < w->n_alog; i++) {
+        const sim_alloc_rec *r = &w->alog[i];
+        if (r->owner == OWNER_WORLD) continue;
+        uint32_t k = r->owner == OWNER_BOOT ? w->n_all : r->owner - 1u;
+        if (r->live && !left[k]++) first[k] = allocs[k], first_bytes[k] = r->bytes;
+        if (r->live) left_bytes[k] += r->bytes;
+        allocs[k]++;
+    }
+    for (uint32_t k = 0; k < n && !w->res->violated; k++) {
+        sim_teardown_report t = {.bootstrap = k == w->n_all, .engine = k < w->n_all ? w->all_eng[k]->cfg.index : 0,
+                                 .process = k, .allocs = allocs[k], .left = left[k], .left_bytes = left_bytes[k],
+                                 .first_left = first[k], .first_left_bytes = first_bytes[k], .twice = twice[k],
+                                 .foreign = foreign[k]};
+        sim_check_teardown(w->check, &t);
+    }
+}
+
 kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim_result *out) {
     memset(out, 0, sizeof *out);
     w->arena_used = 0;
+    w->n_alog = 0;
+    w->alog_full = false;
+    w->alloc_owner = OWNER_WORLD;
     w->runs++;
     w->cfg = cfg;
     w->res = out;
@@ -706,10 +804,6 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
     }
     out->sim_error = sim_rt_error(w->rt) != KV_OK ? sim_rt_error(w->rt) : w->net_error;
     if (!out->violated && out->sim_error == KV_OK) sim_check_end(w->check, timed_out);
-    json_end(w);
-    out->events = w->events;
-    out->trace_hash = w->hash ^ (out->violated ? sim_mix64((uint64_t)out->inv + 1) : 0);
-    out->end_ns = sim_rt_now(w->rt);
     for (uint32_t id = 0; id < cfg->n_reqs; id++) {
         const kv_proxy_req *q = kv_proxy_slot(w->proxy, id);
         if (q->used && q->outcome != KV_OUT_PENDING && q->done_ns > out->last_done_ns) out->last_done_ns = q->done_ns;
@@ -733,6 +827,13 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
     }
     if (w->store) out->store = *sim_store_get_stats(w->store);
     count_reach(w, out);
+    for (uint32_t i = 0; i < w->n_eng; i++) /* what sim_world_report prints: read before the teardown */
+        for (uint32_t g = 0; g < w->eng[i]->cfg.n_groups; g++) kv_pool_report_get(&w->eng[i]->pool[g], &w->final_pool[i][g]);
+    if (!out->violated && out->sim_error == KV_OK) teardown(w);
+    json_end(w);
+    out->events = w->events;
+    out->trace_hash = w->hash ^ (out->violated ? sim_mix64((uint64_t)out->inv + 1) : 0);
+    out->end_ns = sim_rt_now(w->rt);
     /* The network's reset and the runtime's per-pair clocks cost what a run
      * used: done now, by this run, so the next run's reset does the same
      * (no) work whatever came before it (a loop count carried across inputs
@@ -747,8 +848,7 @@ void sim_world_report(const sim_world *w, FILE *out) {
         const kv_engine *e = w->eng[i];
         fprintf(out, "%c%u (tp %u):", e->cfg.role == KV_ROLE_PRODUCER ? 'P' : 'D', i, e->cfg.tp);
         for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
-            kv_pool_report r;
-            kv_pool_report_get(&e->pool[g], &r);
+            const kv_pool_report r = w->final_pool[i][g];
             fprintf(out, "  g%u[cap %u free %u cached %u owned %u pinned %u inflight %u]", g, r.capacity,
                     r.free, r.cached, r.owned, r.pinned, r.inflight);
         }

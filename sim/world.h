@@ -152,14 +152,19 @@ void sim_world_set_scratch_poison(sim_world *w, bool on);
  * ops NULL: host (the default). Not part of the scenario: the same scenario
  * must give the same trace with every faithful provider. */
 void sim_world_set_kvmem(sim_world *w, kv_kvmem mem);
-/* Runs cfg to quiescence or its liveness bound. trace: optional text trace. */
+/* Runs cfg to quiescence or its liveness bound, checks the end, then tears
+ * down every process and the bootstrap service and checks their releases
+ * (INV-LEAK). trace: optional text trace. */
 kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim_result *out);
 /* Chrome trace-event JSON of the next runs (Perfetto opens it): actors as
  * tracks, each request's lifecycle as a span, faults and violations as
  * markers. NULL turns it off. */
 void sim_world_set_json(sim_world *w, FILE *json);
-/* Engine i of the last run (P engines first), or NULL; after a crash, the
- * process that took its place (or the dead one, if none did). Read-only. */
+/* Engine i of the run (P engines first), or NULL; after a crash, the
+ * process that took its place (or the dead one, if none did). Read-only.
+ * After a clean run it has been torn down (kv_engine_free; the arena keeps
+ * its memory): its config and counters still read as they ended, its pools
+ * do not (sim_world_report keeps their last accounting). */
 const kv_engine *sim_world_engine(const sim_world *w, uint32_t i);
 /* The proxy of the last run (each request's outcome and times), or NULL
  * before the first. */
