@@ -41,7 +41,7 @@ const char *kv_inv_name(kv_inv inv) {
         [KV_INV_OWNER] = "INV-OWNER",       [KV_INV_SAVE] = "INV-SAVE",
         [KV_INV_DATA] = "INV-DATA",         [KV_INV_SCHED_ASSERT] = "SCHED-ASSERT",
         [KV_INV_OUTCOME] = "INV-OUTCOME",   [KV_INV_HOLD] = "INV-HOLD",
-        [KV_INV_ASSERT] = "INV-ASSERT",
+        [KV_INV_ASSERT] = "INV-ASSERT",     [KV_INV_CACHE] = "INV-CACHE",
     };
     return (unsigned)inv < KV_INV_COUNT ? names[inv] : "INV-?";
 }

@@ -51,6 +51,7 @@ FUZZ_VIOLATION_FRAME(violation_sched_assert)
 FUZZ_VIOLATION_FRAME(violation_inv_outcome)
 FUZZ_VIOLATION_FRAME(violation_inv_hold)
 FUZZ_VIOLATION_FRAME(violation_inv_assert)
+FUZZ_VIOLATION_FRAME(violation_inv_cache)
 
 __attribute__((noreturn)) static void crash_as(kv_inv inv) {
     static void (*const frame[KV_INV_COUNT])(void) = {
@@ -59,9 +60,9 @@ __attribute__((noreturn)) static void crash_as(kv_inv inv) {
         [KV_INV_OWNER] = violation_inv_owner,       [KV_INV_SAVE] = violation_inv_save,
         [KV_INV_DATA] = violation_inv_data,         [KV_INV_SCHED_ASSERT] = violation_sched_assert,
         [KV_INV_OUTCOME] = violation_inv_outcome,   [KV_INV_HOLD] = violation_inv_hold,
-        [KV_INV_ASSERT] = violation_inv_assert,
+        [KV_INV_ASSERT] = violation_inv_assert,     [KV_INV_CACHE] = violation_inv_cache,
     };
-    _Static_assert(KV_INV_COUNT == 11, "a crash frame for each invariant");
+    _Static_assert(KV_INV_COUNT == 12, "a crash frame for each invariant");
     if ((unsigned)inv < KV_INV_COUNT && frame[inv]) frame[inv]();
     abort();
 }

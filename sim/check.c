@@ -47,6 +47,7 @@ void sim_check_begin(sim_check *c, const sim_check_view *v) {
     for (uint32_t i = 0; i < v->n_eng; i++) map_engine(c, i);
     for (uint32_t id = 0; id < chk_n_reqs(c); id++) c->req[id].hold_deadline_ns = UINT64_MAX;
     chk_outcome_begin(c);
+    chk_cache_begin(c);
 }
 
 void sim_check_event(sim_check *c, uint32_t actor, const kv_msg *m) {
@@ -60,6 +61,7 @@ void sim_check_event(sim_check *c, uint32_t actor, const kv_msg *m) {
         /* Pools change only on their engine's scheduler actor (the owner). */
         chk_pool_event(c, a->engine);
         if (m->kind == KV_M_STEP_RESULT) chk_hold_sched(c, a->engine);
+        if (m->kind == KV_M_ADD_REQ) chk_cache_arrive(c, a->engine, m);
         break;
     case CHK_ACTOR_MAIN:
         if (m->kind == KV_M_EXECUTE) chk_data_execute(c, a->engine, a->rank, m);
@@ -81,6 +83,7 @@ void sim_check_event(sim_check *c, uint32_t actor, const kv_msg *m) {
             memcpy(&d, m->payload, sizeof d);
             chk_outcome_done(c, &d);
             chk_hold_done(c, &d);
+            chk_cache_done(c, &d);
         }
         break;
     case CHK_ACTOR_STORE: chk_outcome_store(c); break;
@@ -100,6 +103,7 @@ void sim_check_engine_down(sim_check *c, uint32_t i) {
         if (s < SIM_ACTORS_MAX) c->actor[s].role = CHK_ACTOR_OTHER;
     }
     chk_hold_engine_down(c, i);
+    chk_cache_engine_down(c, i);
 }
 
 void sim_check_engine_up(sim_check *c, uint32_t i) { map_engine(c, i); }
@@ -115,6 +119,7 @@ void sim_check_end(sim_check *c, bool timed_out) {
     if (!chk_violated(c)) chk_outcome_end(c);
     if (!chk_violated(c)) chk_hold_end(c);
     if (!chk_violated(c)) chk_data_end(c);
+    if (!chk_violated(c)) chk_cache_end(c);
 }
 
 void sim_check_teardown(sim_check *c, const sim_teardown_report *t) {

@@ -13,6 +13,8 @@
  *   sim/check_data.c     INV-DATA at a request's first token: every block
  *                        its attention reads, in every group, is there and
  *                        holds the bytes computed from its tokens
+ *   sim/check_cache.c    INV-CACHE: what an engine cached is found by the
+ *                        next request with the same prefix
  *
  * The core reports what it sees itself (INV-OWNER, INV-STRAY, INV-SAVE, the
  * pulled blocks' INV-DATA, SCHED-ASSERT, INV-ASSERT) through the env's

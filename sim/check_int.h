@@ -50,6 +50,8 @@ typedef struct chk_req {
     const char *hold_why;   /* what set the deadline */
 } chk_req;
 
+#define CHK_CACHE_GROUPS 8u /* prefix groups the cache model follows (gen draws 0..3) */
+
 struct sim_check {
     sim_check_view v;
     chk_actor actor[SIM_ACTORS_MAX];
@@ -59,6 +61,12 @@ struct sim_check {
     uint64_t next_deadline_ns;   /* earliest hold deadline among held (UINT64_MAX: none) */
     uint64_t first_token_checks; /* requests x ranks whose first token was checked */
     uint64_t store_evictions;    /* the store's eviction count at its last event */
+    /* INV-CACHE's model (check_cache.c) */
+    uint32_t cache_have[KV_ENGINES_MAX][CHK_CACHE_GROUPS]; /* longest prefix a request finished ok with */
+    uint64_t cache_want[KV_ENGINES_MAX];   /* hit tokens expected of the requests that finished ok */
+    uint32_t cache_first[KV_ENGINES_MAX];  /* the first of them with a hit expected */
+    bool cache_crashed[KV_ENGINES_MAX];    /* the engine's process died: not judged */
+    uint32_t cache_expect[SIM_REQS_MAX][2]; /* [P, D]: hit tokens expected at arrival */
 };
 
 static inline uint64_t chk_now(const sim_check *c) { return sim_rt_now(c->v.rt); }
@@ -116,5 +124,11 @@ void chk_hold_end(sim_check *c);
 /* check_data.c */
 void chk_data_execute(sim_check *c, uint32_t engine, uint32_t rank, const kv_msg *m);
 void chk_data_end(sim_check *c);
+/* check_cache.c */
+void chk_cache_begin(sim_check *c);
+void chk_cache_arrive(sim_check *c, uint32_t engine, const kv_msg *m);
+void chk_cache_done(sim_check *c, const kv_m_req_done *d);
+void chk_cache_engine_down(sim_check *c, uint32_t engine);
+void chk_cache_end(sim_check *c);
 
 #endif

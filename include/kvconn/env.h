@@ -39,6 +39,7 @@ typedef enum kv_inv {
     KV_INV_OUTCOME,  /* a request ended otherwise than the faults that touched it allow */
     KV_INV_HOLD,     /* a resource was held past the bound after the event that must end it */
     KV_INV_ASSERT,   /* an assertion inside the core failed */
+    KV_INV_CACHE,    /* a prefix an engine had cached was not found by a later request */
     KV_INV_COUNT
 } kv_inv;
 
