@@ -96,7 +96,8 @@ typedef struct kv_m_store_lookup_reply {
 
 /* worker main -> send actor: up to KV_STORE_BATCH_MAX blocks of one
  * request with the bytes they held when the job was made (the CUDA-event
- * snapshot). n == 0 with forget set: the request ended; drop its resume
+ * snapshot); a save of more blocks is several jobs in a row, the last one
+ * marked. n == 0 with forget set: the request ended; drop its resume
  * offset (no pin). */
 typedef struct kv_store_snap {
     uint64_t hash;            /* prefix hash of (group, pos): the key */
@@ -107,8 +108,12 @@ typedef struct kv_store_snap {
 
 typedef struct kv_m_store_save {
     uint32_t id;
-    uint32_t end_tokens;      /* the job saves up to here (its resume offset once put) */
+    uint32_t end_tokens;      /* the save (all its jobs) saves up to here */
     uint8_t forget;
+    uint8_t last;             /* the save's last job: once it and every job
+                                 before it are done, the resume offset moves
+                                 to end_tokens (never earlier: a save split
+                                 into jobs is one put in vLLM) */
     uint32_t n;
     kv_store_snap e[KV_STORE_BATCH_MAX];
 } kv_m_store_save;

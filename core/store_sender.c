@@ -12,9 +12,12 @@
  *   start             drop the blocks below the resume offset; none left:
  *                     done; else EXIST for the rest (batch_is_exist)
  *   EXIST_REPLY       keep the missing keys; none: done; else PUT them
- *   PUT_REPLY 0       resume offset = job end; done
+ *   PUT_REPLY 0       done
+ *   done (ok)         the save's last job, every job of the save done ok:
+ *                     resume offset = the save's end (a save split into
+ *                     jobs moves it once, as vLLM's one put does)
  *   PUT_REPLY -200    pressure skip for KV_STORE_PRESSURE_SKIP_NS; done
- *   other, timeout    done (the save is dropped)
+ *   other, timeout    done (the save is dropped: its offset stays)
  *   done              exactly one SAVE_DONE to the worker main, whatever
  *                     happened (the `finally:` that releases the pin)
  * Invariants (store_sender_invariants: X1-X2, O(1), on entry to and return
@@ -45,6 +48,7 @@ typedef struct snd_offset {
     uint32_t id;
     uint32_t tokens;
     uint32_t queued;       /* its jobs queued or in flight */
+    bool failed;           /* a job of the save in progress failed or was dropped */
 } snd_offset;
 
 struct kv_store_sender {
@@ -118,8 +122,15 @@ static void job_done(kv_store_sender *s, uint32_t saved, int32_t status) {
                    "engine %u rank %u store send: job done while busy %d with %u jobs (%u saved)", s->w->cfg.index,
                    s->w->rank, (int)s->busy, s->n, saved))
         return;
-    unqueue(s, current(s)->id);
-    kv_m_store_save_done d = {.id = current(s)->id, .saved_blocks = saved, .status = status};
+    const kv_m_store_save *j = current(s);
+    snd_offset *o = offset_of(s, j->id, false);
+    if (o) {
+        if (status) o->failed = true;
+        else if (j->last && !o->failed && o->tokens < j->end_tokens) o->tokens = j->end_tokens;
+        if (j->last) o->failed = false; /* the save is over */
+    }
+    unqueue(s, j->id);
+    kv_m_store_save_done d = {.id = j->id, .saved_blocks = saved, .status = status};
     kv_rt_post(s->w->rt, s->main_actor, KV_M_STORE_SAVE_DONE, &d, sizeof d);
     s->head = (s->head + 1) % KV_STORE_JOBS_MAX;
     s->n--;
@@ -183,10 +194,7 @@ static void on_exist(kv_store_sender *s, const kv_wire_store *m) {
 }
 
 static void on_put(kv_store_sender *s, const kv_wire_store *m) {
-    const kv_m_store_save *j = current(s);
     if (m->status == 0) {
-        snd_offset *o = offset_of(s, j->id, false);
-        if (o && o->tokens < j->end_tokens) o->tokens = j->end_tokens;
         job_done(s, s->n_keep, 0);
         return;
     }
@@ -233,6 +241,8 @@ static void handle(kv_store_sender *s, const kv_msg *m) {
             return;
         }
         if (s->n == KV_STORE_JOBS_MAX) { /* cannot queue: dropped, the pin still released */
+            snd_offset *o = offset_of(s, j->id, true);
+            if (o) o->failed = !j->last; /* the rest of the save must not move the offset */
             kv_m_store_save_done d = {.id = j->id, .status = KV_STORE_FAILED};
             kv_rt_post(s->w->rt, s->main_actor, KV_M_STORE_SAVE_DONE, &d, sizeof d);
             return;

@@ -124,22 +124,28 @@ static void start_load(void *self) { (void)self; }
 static void wait_for_save(void *self) { (void)self; }
 
 /* One job, one pin; a job the send actor's mailbox cannot take is a
- * dropped save (no pin taken). */
-static void post_job(store_worker *c, sw_pin *p) {
-    if (!c->job.n) return;
+ * dropped save (no pin taken). `last`: the save's last job, which may move
+ * the resume offset (only when no job of the save was dropped). Returns
+ * whether the job was posted. */
+static bool post_job(store_worker *c, sw_pin *p, bool last) {
+    bool posted = false;
+    if (!c->job.n) return true;
     if (!SW_ASSERT(c, c->job.n <= KV_STORE_BATCH_MAX && p->used && p->id == c->job.id,
                    "engine %u rank %u store worker: save job of %u blocks for request %u on pin of %u (used %d)",
                    c->w->cfg.index, c->w->rank, c->job.n, c->job.id, p->id, (int)p->used)) {
         c->job.n = 0;
-        return;
+        return false;
     }
+    c->job.last = last;
     if (kv_rt_post(c->w->rt, c->sender_actor, KV_M_STORE_SAVE, &c->job, sizeof c->job) == KV_OK) {
         p->pins++;
         c->w->store_saves++;
+        posted = true;
     } else {
         kv_logf(c->w->env, KV_LOG_INFO, "store worker: send queue full; save of request %u dropped", c->job.id);
     }
     c->job.n = 0;
+    return posted;
 }
 
 /* One ReqMeta's save: check it (INV-SAVE), snapshot its blocks into jobs. */
@@ -159,6 +165,7 @@ static void issue_save(store_worker *c, const kv_store_req_meta *rm) {
     memset(&c->job, 0, offsetof(kv_m_store_save, e));
     c->job.id = rm->id;
     c->job.end_tokens = rm->token_len;
+    bool all_posted = true;
     uint64_t hash[KV_REQ_BLOCKS_MAX];
     kv_digest_memo dm; /* full blocks: hashes and the saved bytes share digests */
     kv_digest_memo_init(&dm, &rm->tokens, bs, 0);
@@ -187,6 +194,9 @@ static void issue_save(store_worker *c, const kv_store_req_meta *rm) {
                            rm->id, g, id, pos);
                 return;
             }
+            /* a full job goes once another block follows it: the save's
+             * last job is never empty */
+            if (c->job.n == KV_STORE_BATCH_MAX) all_posted &= post_job(c, p, false);
             if (!SW_ASSERT(c, c->job.n < KV_STORE_BATCH_MAX && w->block_bytes <= KV_STORE_SNAP_BYTES,
                            "engine %u rank %u store worker: save job of request %u at %u blocks (%u bytes each)",
                            cfg->index, w->rank, rm->id, c->job.n, w->block_bytes)) {
@@ -198,10 +208,9 @@ static void issue_save(store_worker *c, const kv_store_req_meta *rm) {
             e->group = (uint8_t)g;
             e->pos = (uint8_t)pos;
             memcpy(e->bytes, bytes, w->block_bytes);
-            if (c->job.n == KV_STORE_BATCH_MAX) post_job(c, p);
         }
     }
-    post_job(c, p);
+    post_job(c, p, all_posted);
 }
 
 static void issue_load(store_worker *c, const kv_store_req_meta *rm) {

@@ -48,6 +48,7 @@ void sim_check_begin(sim_check *c, const sim_check_view *v) {
     for (uint32_t id = 0; id < chk_n_reqs(c); id++) c->req[id].hold_deadline_ns = UINT64_MAX;
     chk_outcome_begin(c);
     chk_cache_begin(c);
+    chk_saved_begin(c);
 }
 
 void sim_check_event(sim_check *c, uint32_t actor, const kv_msg *m) {
@@ -56,6 +57,7 @@ void sim_check_event(sim_check *c, uint32_t actor, const kv_msg *m) {
     if (actor >= SIM_ACTORS_MAX) return;
     const chk_actor *a = &c->actor[actor];
     if (m->kind == KV_M_P2P_RECV_START) chk_outcome_pull(c, m); /* on D's receiver */
+    if (m->kind == KV_M_STORE_SAVE) chk_saved_job(c, m);        /* on a store sender */
     switch (a->role) {
     case CHK_ACTOR_SCHED:
         /* Pools change only on their engine's scheduler actor (the owner). */
@@ -75,6 +77,7 @@ void sim_check_event(sim_check *c, uint32_t actor, const kv_msg *m) {
             memcpy(&n_failed, (const uint8_t *)m->payload + 4, 4);
             chk_outcome_load_done(c, a->engine, a->rank, id, n_failed != 0);
         }
+        if (m->kind == KV_M_STORE_SAVE_DONE) chk_saved_done(c, m);
         break;
     case CHK_ACTOR_PROXY:
         if (m->kind == KV_M_PROXY_SUBMIT) chk_outcome_submit(c, m);
@@ -104,6 +107,7 @@ void sim_check_engine_down(sim_check *c, uint32_t i) {
     }
     chk_hold_engine_down(c, i);
     chk_cache_engine_down(c, i);
+    chk_saved_off(c, "an engine crashed");
 }
 
 void sim_check_engine_up(sim_check *c, uint32_t i) { map_engine(c, i); }
@@ -120,6 +124,7 @@ void sim_check_end(sim_check *c, bool timed_out) {
     if (!chk_violated(c)) chk_hold_end(c);
     if (!chk_violated(c)) chk_data_end(c);
     if (!chk_violated(c)) chk_cache_end(c);
+    if (!chk_violated(c)) chk_saved_end(c);
 }
 
 void sim_check_teardown(sim_check *c, const sim_teardown_report *t) {

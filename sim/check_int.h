@@ -52,6 +52,16 @@ typedef struct chk_req {
 
 #define CHK_CACHE_GROUPS 8u /* prefix groups the cache model follows (gen draws 0..3) */
 
+/* A store key a save was handed (check_saved.c): an open-addressing set,
+ * twice the store's capacity, whose slots are used when run == saved_run. */
+#define CHK_SAVED_KEYS (2u * SIM_STORE_CAPACITY_MAX)
+typedef struct chk_saved {
+    kv_store_key key;
+    uint32_t run;
+    uint32_t id;    /* the first request whose save handed it */
+    uint8_t engine, rank, group, pos;
+} chk_saved;
+
 struct sim_check {
     sim_check_view v;
     chk_actor actor[SIM_ACTORS_MAX];
@@ -67,6 +77,10 @@ struct sim_check {
     uint32_t cache_first[KV_ENGINES_MAX];  /* the first of them with a hit expected */
     bool cache_crashed[KV_ENGINES_MAX];    /* the engine's process died: not judged */
     uint32_t cache_expect[SIM_REQS_MAX][2]; /* [P, D]: hit tokens expected at arrival */
+    /* INV-CACHE's store half (check_saved.c) */
+    chk_saved saved[CHK_SAVED_KEYS];
+    uint32_t saved_run, saved_n;
+    const char *saved_off;                 /* why this run is not judged (NULL: it is) */
 };
 
 static inline uint64_t chk_now(const sim_check *c) { return sim_rt_now(c->v.rt); }
@@ -130,5 +144,11 @@ void chk_cache_arrive(sim_check *c, uint32_t engine, const kv_msg *m);
 void chk_cache_done(sim_check *c, const kv_m_req_done *d);
 void chk_cache_engine_down(sim_check *c, uint32_t engine);
 void chk_cache_end(sim_check *c);
+/* check_saved.c */
+void chk_saved_begin(sim_check *c);
+void chk_saved_off(sim_check *c, const char *why);
+void chk_saved_job(sim_check *c, const kv_msg *m);
+void chk_saved_done(sim_check *c, const kv_msg *m);
+void chk_saved_end(sim_check *c);
 
 #endif

@@ -274,3 +274,5 @@ const kvt_addr *sim_store_addr(const sim_store *s) { return &s->addr; }
 uint32_t sim_store_actor(const sim_store *s) { return s->actor; }
 const sim_store_stats *sim_store_get_stats(const sim_store *s) { return &s->stats; }
 uint32_t sim_store_keys(const sim_store *s) { return s->n_keys; }
+
+bool sim_store_has(const sim_store *s, kv_store_key k) { return s->index[probe(s, k)] != NO_SLOT; }

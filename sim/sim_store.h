@@ -12,6 +12,7 @@
 
 #include "kvconn/actor.h"
 #include "kvconn/transport.h"
+#include "kvconn/wire.h"
 
 #define SIM_STORE_CAPACITY_MAX 4096u
 
@@ -28,5 +29,7 @@ const kvt_addr *sim_store_addr(const sim_store *s);
 uint32_t sim_store_actor(const sim_store *s);
 const sim_store_stats *sim_store_get_stats(const sim_store *s);
 uint32_t sim_store_keys(const sim_store *s);
+/* Does the store hold key k now? (the checker's read, between events) */
+bool sim_store_has(const sim_store *s, kv_store_key k);
 
 #endif
