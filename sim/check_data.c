@@ -4,8 +4,8 @@
  * Rule: when a step on an engine's rank is the first to produce a token of
  * a request (its scheduled tokens reach the request's end), every block that
  * step's attention reads, in every group, is in the request's block table
- * and holds the bytes computed from the request's tokens (core/kv_data.h),
- * whether the block was pulled from P, loaded from the store, hit in the
+ * and holds the bytes computed from the request's tokens (core/kv_data.h;
+ * judged by the checker's own byte reference, ref_block_ok), whether the block was pulled from P, loaded from the store, hit in the
  * local prefix cache or computed here:
  *   full attention   every position of the prefix, [0, cdiv(end, bs));
  *   sliding window   the positions holding the last `window` tokens,
@@ -24,6 +24,26 @@
 
 static const char *group_kind(uint8_t k) {
     return k == KV_GROUP_FULL ? "full" : k == KV_GROUP_SLIDING ? "sliding" : "recurrent";
+}
+
+/* The checker's own reference of a block's bytes, written from the byte
+ * formula and not through core/kv_data.c's fill and verify paths (their
+ * vector paths included), so a core whose fill or verify is wrong cannot
+ * also blind this check: head h of group g holds words kv_mix64(key ^ k),
+ * k < head_bytes / 8, little-endian, with key = digest ^ g << 48 ^ h << 32,
+ * and a partial last word's low bytes of kv_mix64(key ^ k). */
+static bool ref_block_ok(const uint8_t *have, uint64_t digest, uint32_t g, uint32_t head_lo, uint32_t head_hi,
+                         uint32_t head_bytes) {
+    for (uint32_t h = head_lo; h < head_hi; h++) {
+        uint64_t key = digest ^ (uint64_t)g << 48 ^ (uint64_t)h << 32;
+        const uint8_t *b = have + (size_t)(h - head_lo) * head_bytes;
+        for (uint32_t j = 0; j < head_bytes; j += 8) {
+            uint64_t v = kv_mix64(key ^ (j / 8u));
+            for (uint32_t i = j; i < j + 8u && i < head_bytes; i++)
+                if (b[i] != (uint8_t)(v >> (8u * (i - j)))) return false;
+        }
+    }
+    return true;
 }
 
 /* The first position of group g that the token after `end` computed tokens reads. */
@@ -47,7 +67,8 @@ static void check_req(sim_check *c, kv_worker *w, uint32_t engine, const kv_step
             uint32_t id = pos < q->blocks.n[g] ? q->blocks.id[g][pos] : KV_NULL_BLOCK;
             const char *what = NULL;
             if (id == KV_NULL_BLOCK || id >= w->capacity) what = "has no block";
-            else if (!kv_verify_block_m(kv_worker_kv(w, g, id), &dm, pos, g, w->head_lo, w->head_hi, cfg->head_bytes))
+            else if (!ref_block_ok(kv_worker_kv(w, g, id), kv_block_digest_m(&dm, pos), g, w->head_lo, w->head_hi,
+                                   cfg->head_bytes))
                 what = "holds the wrong bytes";
             if (!what) continue;
             kv_violate(c->v.env, KV_INV_DATA, engine, q->id,
