@@ -63,7 +63,10 @@ void sim_check_event(sim_check *c, uint32_t actor, const kv_msg *m) {
         /* Pools change only on their engine's scheduler actor (the owner). */
         chk_pool_event(c, a->engine);
         if (m->kind == KV_M_STEP_RESULT) chk_hold_sched(c, a->engine);
-        if (m->kind == KV_M_ADD_REQ) chk_cache_arrive(c, a->engine, m);
+        if (m->kind == KV_M_ADD_REQ) {
+            chk_cache_arrive(c, a->engine, m);
+            chk_saved_arrive(c, a->engine, m);
+        }
         break;
     case CHK_ACTOR_MAIN:
         if (m->kind == KV_M_EXECUTE) chk_data_execute(c, a->engine, a->rank, m);
@@ -87,6 +90,7 @@ void sim_check_event(sim_check *c, uint32_t actor, const kv_msg *m) {
             chk_outcome_done(c, &d);
             chk_hold_done(c, &d);
             chk_cache_done(c, &d);
+            chk_saved_req_done(c, &d);
         }
         break;
     case CHK_ACTOR_STORE: chk_outcome_store(c); break;

@@ -16,7 +16,8 @@
  *   sim/check_cache.c    INV-CACHE: what an engine cached is found by the
  *                        next request with the same prefix
  *   sim/check_saved.c    INV-CACHE, the store's half: what a save was
- *                        handed is in the store when the save is done
+ *                        handed, and what a producer's finished requests
+ *                        must have saved, is in the store at the end
  *
  * The core reports what it sees itself (INV-OWNER, INV-STRAY, INV-SAVE, the
  * pulled blocks' INV-DATA, SCHED-ASSERT, INV-ASSERT) through the env's

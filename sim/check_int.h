@@ -48,6 +48,9 @@ typedef struct chk_req {
     uint64_t pull_ns;       /* D's first pull of it started (0: none) */
     uint64_t hold_deadline_ns; /* P's hold must end by then (UINT64_MAX: none yet) */
     const char *hold_why;   /* what set the deadline */
+    kv_tokens p_tokens;     /* its tokens and prompt as P got them (ADD_REQ) */
+    uint32_t p_prompt;
+    bool produced;          /* ended ok on a P engine that saves to the store */
 } chk_req;
 
 #define CHK_CACHE_GROUPS 8u /* prefix groups the cache model follows (gen draws 0..3) */
@@ -149,6 +152,8 @@ void chk_saved_begin(sim_check *c);
 void chk_saved_off(sim_check *c, const char *why);
 void chk_saved_job(sim_check *c, const kv_msg *m);
 void chk_saved_done(sim_check *c, const kv_msg *m);
+void chk_saved_arrive(sim_check *c, uint32_t engine, const kv_msg *m);
+void chk_saved_req_done(sim_check *c, const kv_m_req_done *d);
 void chk_saved_end(sim_check *c);
 
 #endif

@@ -16,7 +16,15 @@
  *   - an engine crashed (its sender's jobs die with it).
  * The check runs at quiescence, after every save reported done. A violation
  * names the request that handed the missing key, where it came from
- * (engine, rank, group, position) and how many keys are missing. */
+ * (engine, rank, group, position) and how many keys are missing.
+ *
+ * That set knows only the saves that were issued. The producer model says
+ * what must have been: a request that ended ok on a P engine that saves to
+ * the store computed or loaded its whole prompt there, so under the same
+ * guards the store holds, per rank and group, every key a later hit of the
+ * prompt's full blocks needs (kv_store_needs; a recurrent group's state at
+ * the last full block only when the prompt ends on a block boundary: the
+ * state of a shorter prefix is gone once the prompt runs past it). */
 #include "sim/check_int.h"
 
 #include <stddef.h>
@@ -70,6 +78,62 @@ void chk_saved_job(sim_check *c, const kv_msg *m) {
     }
 }
 
+/* Does engine i save to the store (a producer with a store connector)? */
+static bool store_producer(const sim_check *c, uint32_t i) {
+    const kv_engine *e = c->v.eng[i];
+    return i < c->v.cfg->n_p && e->cfg.role == KV_ROLE_PRODUCER && kv_conn_kind_has_store(e->conn_kind);
+}
+
+/* A request arrived at an engine's scheduler: P's view of its prompt. */
+void chk_saved_arrive(sim_check *c, uint32_t engine, const kv_msg *m) {
+    kv_req_spec s;
+    if (m->len < sizeof s || engine >= c->v.cfg->n_p) return;
+    memcpy(&s, m->payload, sizeof s);
+    if (s.id >= chk_n_reqs(c)) return;
+    c->req[s.id].p_tokens = s.tokens;
+    c->req[s.id].p_prompt = s.prompt_len;
+}
+
+/* A request ended on an engine: one that ended ok on a store producer
+ * computed (or loaded) its whole prompt there, so its saves must have put
+ * every block a later hit of the whole prompt needs. */
+void chk_saved_req_done(sim_check *c, const kv_m_req_done *d) {
+    if (d->id >= chk_n_reqs(c) || d->engine >= c->v.n_eng || d->refused) return;
+    if (d->status == KV_RS_FINISHED_LENGTH_CAPPED && store_producer(c, d->engine)) c->req[d->id].produced = true;
+}
+
+/* The keys a request that ended ok on store producer `engine` must have
+ * left in the store: per rank, per group, the positions a hit of the whole
+ * prompt's full blocks needs (kv_store_needs). The first missing one, or
+ * false. */
+static bool produced_missing(sim_check *c, uint32_t engine, const chk_req *q, uint32_t *rank, uint32_t *group,
+                             uint32_t *pos) {
+    const kv_engine *e = c->v.eng[engine];
+    const kv_engine_cfg *cfg = &e->cfg;
+    uint32_t to = q->p_prompt / cfg->block_size;
+    if (to > KV_REQ_BLOCKS_MAX) to = KV_REQ_BLOCKS_MAX;
+    uint64_t hash[KV_REQ_BLOCKS_MAX];
+    kv_digest_memo dm;
+    kv_digest_memo_init(&dm, &q->p_tokens, cfg->block_size, 0);
+    for (uint32_t g = 0; g < cfg->n_groups; g++) {
+        /* a recurrent state exists only at the computed length: the state at
+         * the last full block is gone once the prompt runs past it */
+        if (cfg->group[g].kind == KV_GROUP_MAMBA && q->p_prompt % cfg->block_size) continue;
+        kv_store_hashes(&dm, g, to, hash);
+        for (uint32_t r = 0; r < cfg->tp; r++) {
+            const kv_worker *w = e->worker[r];
+            for (uint32_t p = 0; p < to; p++) {
+                if (!kv_store_needs(cfg, g, p, to) ||
+                    sim_store_has(c->v.store, kv_store_key_of(hash[p], w->head_lo, w->head_hi)))
+                    continue;
+                *rank = r, *group = g, *pos = p;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 /* A worker main heard its sender's SAVE_DONE. */
 void chk_saved_done(sim_check *c, const kv_msg *m) {
     const kv_m_store_save_done *d = m->payload;
@@ -77,7 +141,7 @@ void chk_saved_done(sim_check *c, const kv_msg *m) {
 }
 
 void chk_saved_end(sim_check *c) {
-    if (c->saved_off || !c->saved_n) return;
+    if (c->saved_off) return;
     if (sim_store_get_stats(c->v.store)->evictions) return;
     c->v.res->armed[KV_INV_CACHE]++;
     uint32_t missing = 0;
@@ -90,9 +154,22 @@ void chk_saved_end(sim_check *c) {
             first = s;
         missing++;
     }
-    if (first)
+    if (first) {
         kv_violate(c->v.env, KV_INV_CACHE, first->engine, first->id,
                    "request %u: engine %u rank %u handed group %u position %u to a save that reported done, and the "
                    "store does not hold it (%u of %u saved keys missing; no save failed, no key evicted)",
                    first->id, first->engine, first->rank, first->group, first->pos, missing, c->saved_n);
+        return;
+    }
+    for (uint32_t id = 0; id < chk_n_reqs(c); id++) {
+        const chk_req *q = &c->req[id];
+        uint32_t engine = chk_p_of(c, id), r, g, p;
+        if (!q->produced || !produced_missing(c, engine, q, &r, &g, &p)) continue;
+        kv_violate(c->v.env, KV_INV_CACHE, engine, id,
+                   "request %u ended ok on engine %u, which saves to the store, but the store does not hold its "
+                   "group %u position %u (rank %u) of a %u-token prompt: the blocks a later hit of its prompt needs "
+                   "were never saved (no save failed, no key evicted)",
+                   id, engine, g, p, r, q->p_prompt);
+        return;
+    }
 }
