@@ -10,8 +10,9 @@
 #   --sample N      a random sample of N mutants of the listing (--seed S, default 1)
 #   --files GLOB    source files to mutate, relative to the repository (repeatable; default core/*.c)
 #   --ops LIST      operators (tools/mutate.py ops; default ror,pm1,call,neg,swap,ret,logic)
-#   --budget B      full (default): faults seeds 1..2000, load 1..500, steady 1..300, 20 s of fuzzing;
-#                   quick: faults 1..200, load 1..40, steady 1..40, 5 s of fuzzing
+#   --budget B      full (default): faults seeds 1..2000, load 1..500, steady 1..300, staged 1..500
+#                   (fault seeds with --kvmem staged), 20 s of fuzzing;
+#                   quick: faults 1..200, load 1..40, steady 1..40, staged 1..40, 5 s of fuzzing
 #   --no-fuzz       no fuzz_scenario run for survivors
 #   --out DIR       results (default build-mut/results): results.tsv (one row per mutant, appended as
 #                   each ends), report.md and report.tsv (the table and the rows with their verdicts),
@@ -25,7 +26,9 @@
 # is rebuilt incrementally (gcc, the default preset's settings), and
 #  1. a mutated file whose object code (debug info stripped) equals the
 #     original's is "equivalent_tce" and runs nothing;
-#  2. kvsim sweep --jobs 2 --stop over faults, then load, then steady: a
+#  2. kvsim sweep --jobs 2 --stop over faults, then load, then steady, then
+#     staged (fault seeds with the staged block memory, core/kvmem.h: the
+#     absorb and expose paths that host memory makes no-ops): a
 #     violation (the invariant is recorded), a crash or an exit other than 0,
 #     or a run past 10x the unmutated build's time (at least 10 s) kills it;
 #  3. a survivor's trace hashes (sweep --hashes) over the same seeds are
@@ -71,12 +74,15 @@ if [ "$report_only" = 1 ]; then
 fi
 
 case "$budget" in
-  full) S_FAULTS=1..2000 S_LOAD=1..500 S_STEADY=1..300 FUZZ_S=20 ;;
-  quick) S_FAULTS=1..200 S_LOAD=1..40 S_STEADY=1..40 FUZZ_S=5 ;;
+  full) S_FAULTS=1..2000 S_LOAD=1..500 S_STEADY=1..300 S_STAGED=1..500 FUZZ_S=20 ;;
+  quick) S_FAULTS=1..200 S_LOAD=1..40 S_STEADY=1..40 S_STAGED=1..40 FUZZ_S=5 ;;
   *) die "--budget is quick or full, not '$budget'" ;;
 esac
-WORKLOADS=(faults load steady)
-declare -A SEEDS=([faults]=$S_FAULTS [load]=$S_LOAD [steady]=$S_STEADY)
+WORKLOADS=(faults load steady staged)
+declare -A SEEDS=([faults]=$S_FAULTS [load]=$S_LOAD [steady]=$S_STEADY [staged]=$S_STAGED)
+# what each workload is to kvsim sweep
+declare -A WARGS=([faults]="--workload faults" [load]="--workload load" [steady]="--workload steady"
+  [staged]="--workload faults --kvmem staged")
 JOBS=2
 # kvsim runs niced, under 4 GiB of address space each (a mutant that grows
 # without bound must not take the shared machine's memory); libFuzzer has its
@@ -156,7 +162,7 @@ cmdline+="${ops:+ --ops $ops} --budget $budget$([ "$fuzz" = 1 ] || echo ' --no-f
 for o in "${only[@]}"; do cmdline+=" --only $o"; done
 newmeta=$(printf '%s\n' "fingerprint=$fingerprint" "budget=$budget" "fuzz=$([ "$fuzz" = 1 ] && echo "${FUZZ_S} s" || echo off)" \
   "files=${files[*]}" "ops=${ops:-default}" "sample=${sample:-all}" "seed=$seed" \
-  "seeds_faults=$S_FAULTS" "seeds_load=$S_LOAD" "seeds_steady=$S_STEADY" "only=${only[*]}")
+  "seeds_faults=$S_FAULTS" "seeds_load=$S_LOAD" "seeds_steady=$S_STEADY" "seeds_staged=$S_STAGED" "only=${only[*]}")
 if [ "$resume" = 1 ]; then
   { [ -f "$out/meta.env" ] && [ -f "$out/mutants.tsv" ]; } || die "--resume: no run in $out"
   [ "$(grep -v -e '^commit=' -e '^command=' -e '^started=' -e '^host=' -e '^cores=' -e '^listed=' -e '^limits=' "$out/meta.env")" = "$newmeta" ] \
@@ -183,9 +189,9 @@ declare -A LIMIT
 hashes() { # WORKLOAD SEEDS OUTFILE LIMIT: sweep --hashes in two processes (halves of the range)
   local w=$1 a=${2%..*} b=${2#*..} f=$3 lim=$4 mid rc=0
   mid=$(( (a + b) / 2 ))
-  timeout -k 5 "$lim" "${NICE[@]}" "${MEMLIMIT[@]}" "$KVSIM" sweep --workload "$w" --seeds "$a..$mid" --hashes > "$f.1" 2> "$f.err" &
+  timeout -k 5 "$lim" "${NICE[@]}" "${MEMLIMIT[@]}" "$KVSIM" sweep ${WARGS[$w]} --seeds "$a..$mid" --hashes > "$f.1" 2> "$f.err" &
   local p1=$!
-  timeout -k 5 "$lim" "${NICE[@]}" "${MEMLIMIT[@]}" "$KVSIM" sweep --workload "$w" --seeds "$((mid + 1))..$b" --hashes > "$f.2" 2>> "$f.err" || rc=$?
+  timeout -k 5 "$lim" "${NICE[@]}" "${MEMLIMIT[@]}" "$KVSIM" sweep ${WARGS[$w]} --seeds "$((mid + 1))..$b" --hashes > "$f.2" 2>> "$f.err" || rc=$?
   wait "$p1" || rc=$?
   cat "$f.1" "$f.2" > "$f"
   rm -f "$f.1" "$f.2"
@@ -194,7 +200,7 @@ hashes() { # WORKLOAD SEEDS OUTFILE LIMIT: sweep --hashes in two processes (halv
 limits=""
 for w in "${WORKLOADS[@]}"; do
   t0=$(now)
-  "${NICE[@]}" "$KVSIM" sweep --workload "$w" --seeds "${SEEDS[$w]}" --jobs "$JOBS" > "$out/baseline/sweep-$w.txt" 2>&1 \
+  "${NICE[@]}" "$KVSIM" sweep ${WARGS[$w]} --seeds "${SEEDS[$w]}" --jobs "$JOBS" > "$out/baseline/sweep-$w.txt" 2>&1 \
     || die "the unmutated build fails the $w sweep (see $out/baseline/sweep-$w.txt)"
   t=$(since "$t0")
   LIMIT[$w]=$(awk -v t="$t" 'BEGIN { l = 10 * t; if (l < 10) l = 10; printf "%d", l + 0.999 }')
@@ -291,7 +297,7 @@ while IFS=$'\t' read -r id func desc <&3; do
   t_run=$(now)
   for w in "${WORKLOADS[@]}"; do
     rc=0
-    timeout -k 5 "${LIMIT[$w]}" "${NICE[@]}" "${MEMLIMIT[@]}" "$KVSIM" sweep --workload "$w" \
+    timeout -k 5 "${LIMIT[$w]}" "${NICE[@]}" "${MEMLIMIT[@]}" "$KVSIM" sweep ${WARGS[$w]} \
       --seeds "${SEEDS[$w]}" --jobs "$JOBS" --stop \
       > "$d/sweep-$w.log" 2>&1 || rc=$?
     inv=$(first_violation "$d/sweep-$w.log")

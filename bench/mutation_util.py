@@ -170,9 +170,11 @@ def cmd_report(args):
     if meta:
         L.append("- command: `%s`" % meta.get("command", "?"))
         L.append("- commit: `%s`, sources fingerprint `%s`" % (meta.get("commit", "?"), meta.get("fingerprint", "?")))
-        L.append("- budget `%s`: faults seeds %s, load seeds %s, steady seeds %s, sweep time limit %s; fuzz %s" % (
+        staged = meta.get("seeds_staged")
+        L.append("- budget `%s`: faults seeds %s, load seeds %s, steady seeds %s%s, sweep time limit %s; fuzz %s" % (
             meta.get("budget", "?"), meta.get("seeds_faults", "?"), meta.get("seeds_load", "?"),
-            meta.get("seeds_steady", "?"), meta.get("limits", "?"), meta.get("fuzz", "?")))
+            meta.get("seeds_steady", "?"), ", staged (fault seeds, --kvmem staged) %s" % staged if staged else "",
+            meta.get("limits", "?"), meta.get("fuzz", "?")))
         L.append("- mutants in the listing (files `%s`, operators `%s`): %s; this run: %s" % (
             meta.get("files", "?"), meta.get("ops", "?"), meta.get("listed", "?"), planned or n))
         if meta.get("started"):
