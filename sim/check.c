@@ -66,10 +66,14 @@ void sim_check_event(sim_check *c, uint32_t actor, const kv_msg *m) {
         if (m->kind == KV_M_ADD_REQ) {
             chk_cache_arrive(c, a->engine, m);
             chk_saved_arrive(c, a->engine, m);
+            chk_hit_arrive(c, a->engine, m);
         }
         break;
     case CHK_ACTOR_MAIN:
-        if (m->kind == KV_M_EXECUTE) chk_data_execute(c, a->engine, a->rank, m);
+        if (m->kind == KV_M_EXECUTE) {
+            chk_data_execute(c, a->engine, a->rank, m);
+            chk_hit_execute(c, a->engine, a->rank, m);
+        }
         if (m->kind == KV_M_P2P_RECV_DONE && m->len >= sizeof(kv_m_recv_done)) {
             const kv_m_recv_done *d = m->payload;
             chk_outcome_load_done(c, a->engine, a->rank, d->d_req, d->failed);
@@ -129,6 +133,7 @@ void sim_check_end(sim_check *c, bool timed_out) {
     if (!chk_violated(c)) chk_data_end(c);
     if (!chk_violated(c)) chk_cache_end(c);
     if (!chk_violated(c)) chk_saved_end(c);
+    if (!chk_violated(c)) chk_hit_end(c);
 }
 
 void sim_check_teardown(sim_check *c, const sim_teardown_report *t) {

@@ -51,7 +51,11 @@ typedef struct chk_req {
     kv_tokens p_tokens;     /* its tokens and prompt as P got them (ADD_REQ) */
     uint32_t p_prompt;
     bool produced;          /* ended ok on a P engine that saves to the store */
+    uint32_t store_hit[2];      /* [P, D]: tokens the store held of its prompt at arrival (check_hit.c) */
+    uint32_t first_computed[2]; /* [P, D]: computed tokens its first schedule there started from */
 } chk_req;
+
+#define CHK_NOT_SCHEDULED UINT32_MAX /* chk_req.first_computed before the first schedule */
 
 #define CHK_CACHE_GROUPS 8u /* prefix groups the cache model follows (gen draws 0..3) */
 
@@ -155,5 +159,9 @@ void chk_saved_done(sim_check *c, const kv_msg *m);
 void chk_saved_arrive(sim_check *c, uint32_t engine, const kv_msg *m);
 void chk_saved_req_done(sim_check *c, const kv_m_req_done *d);
 void chk_saved_end(sim_check *c);
+/* check_hit.c */
+void chk_hit_arrive(sim_check *c, uint32_t engine, const kv_msg *m);
+void chk_hit_execute(sim_check *c, uint32_t engine, uint32_t rank, const kv_msg *m);
+void chk_hit_end(sim_check *c);
 
 #endif
