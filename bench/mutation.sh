@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # bench/mutation.sh — the mutation benchmark: how many source mutants of
 # core/*.c the harness (kvsim's sweeps with the invariant checker, then
-# fuzz_scenario) kills. Not a test and not a CI job: the full listing takes
+# fuzz_scenario) kills, and then the core's unit tests. Not a test and not a CI job: the full listing takes
 # hours. docs/mutation.md explains the columns and how to triage a survivor.
 #
 #   bench/mutation.sh [--sample N] [--seed S] [--files 'core/p2p_*.c' ...] [--ops ror,pm1,...]
-#                     [--budget quick|full] [--no-fuzz] [--out DIR] [--resume] [--report]
+#                     [--budget quick|full] [--no-fuzz] [--no-unit] [--out DIR] [--resume] [--report]
 #
 #   --sample N      a random sample of N mutants of the listing (--seed S, default 1)
 #   --files GLOB    source files to mutate, relative to the repository (repeatable; default core/*.c)
@@ -14,6 +14,7 @@
 #                   (fault seeds with --kvmem staged), 20 s of fuzzing;
 #                   quick: faults 1..200, load 1..40, steady 1..40, staged 1..40, 5 s of fuzzing
 #   --no-fuzz       no fuzz_scenario run for survivors
+#   --no-unit       no unit-test stage for survivors
 #   --out DIR       results (default build-mut/results): results.tsv (one row per mutant, appended as
 #                   each ends), report.md and report.tsv (the table and the rows with their verdicts),
 #                   mutants.tsv (the plan), meta.env, baseline/, logs/
@@ -36,14 +37,19 @@
 #  4. then fuzz_scenario (the fuzz preset's settings: clang, libFuzzer,
 #     ASan+UBSan), built incrementally from the same mutated tree, runs from
 #     corpus/fuzz_scenario with fuzz/fuzz_scenario.options, -seed=1: a
-#     violation or a sanitizer report kills it.
+#     violation or a sanitizer report kills it;
+#  5. then the core's unit tests (UNIT_TESTS below: the tests that break
+#     the core on purpose and expect its assertions and probes to see it,
+#     and the connector, store, wire and memory tests), built incrementally
+#     with gcc and criterion: a failing test, or one past 120 s, kills it
+#     ("unit:TEST"). The report gives the kill rate with and without them.
 # The original file is restored after each mutant (trap on exit and
 # signals); a run killed with SIGKILL is repaired by the next run's sync.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SCR=${KVCONN_MUT_DIR:-/tmp/kvmut}
-sample="" seed=1 files=() ops="" budget=full fuzz=1 out="" resume=0 report_only=0 only=()
+sample="" seed=1 files=() ops="" budget=full fuzz=1 unit=1 out="" resume=0 report_only=0 only=()
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die() { echo "mutation.sh: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
@@ -54,6 +60,7 @@ while [ $# -gt 0 ]; do
     --ops) ops=${2:?}; shift 2 ;;
     --budget) budget=${2:?}; shift 2 ;;
     --no-fuzz) fuzz=0; shift ;;
+    --no-unit) unit=0; shift ;;
     --out) out=${2:?}; shift 2 ;;
     --resume) resume=1; shift ;;
     --report) report_only=1; shift ;;
@@ -105,7 +112,7 @@ log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 # run is put back (and gets a new mtime, so ninja recompiles it). The
 # fingerprint (meta.env; --resume requires the same) leaves out the
 # benchmark's own files and the docs.
-SRC=$SCR/src PRISTINE=$SCR/pristine BUILD=$SCR/build FBUILD=$SCR/build-fuzz
+SRC=$SCR/src PRISTINE=$SCR/pristine BUILD=$SCR/build FBUILD=$SCR/build-fuzz UBUILD=$SCR/build-unit
 mkdir -p "$SRC" "$PRISTINE"
 log "syncing $ROOT -> $SRC"
 fingerprint=$(git -C "$ROOT" ls-files -co --exclude-standard -z \
@@ -139,6 +146,10 @@ build_kvsim() { LC_ALL=C timeout -k 10 600 "${NICE[@]}" cmake --build "$BUILD" -
 # the fuzz preset's
 configure_fuzz() { configure "$FBUILD" -DCMAKE_C_COMPILER=clang -DKVCONN_FUZZ=ON -DKVCONN_SANITIZE=address,undefined; }
 build_fuzz() { LC_ALL=C timeout -k 10 600 "${NICE[@]}" cmake --build "$FBUILD" -j "$JOBS" --target fuzz_scenario; }
+# the unit stage: the default preset's settings with the tests on
+UNIT_TESTS=(test_assert test_block_pool test_engine_tables test_kvmem test_p2p test_store test_wire)
+configure_unit() { configure "$UBUILD" -DCMAKE_C_COMPILER=gcc -DKVCONN_TESTS=ON; }
+build_unit() { LC_ALL=C timeout -k 10 600 "${NICE[@]}" cmake --build "$UBUILD" -j "$JOBS" --target "${UNIT_TESTS[@]}"; }
 
 log "building the unmutated kvsim"
 build_kvsim > "$SCR/build-clean.log" 2>&1 || { tail -30 "$SCR/build-clean.log" >&2; die "the unmutated tree does not build"; }
@@ -158,11 +169,12 @@ fi
 
 cmdline="bench/mutation.sh${sample:+ --sample $sample --seed $seed}"
 for f in "${files[@]}"; do cmdline+=" --files '$f'"; done
-cmdline+="${ops:+ --ops $ops} --budget $budget$([ "$fuzz" = 1 ] || echo ' --no-fuzz')"
+cmdline+="${ops:+ --ops $ops} --budget $budget$([ "$fuzz" = 1 ] || echo ' --no-fuzz')$([ "$unit" = 1 ] || echo ' --no-unit')"
 for o in "${only[@]}"; do cmdline+=" --only $o"; done
 newmeta=$(printf '%s\n' "fingerprint=$fingerprint" "budget=$budget" "fuzz=$([ "$fuzz" = 1 ] && echo "${FUZZ_S} s" || echo off)" \
   "files=${files[*]}" "ops=${ops:-default}" "sample=${sample:-all}" "seed=$seed" \
-  "seeds_faults=$S_FAULTS" "seeds_load=$S_LOAD" "seeds_steady=$S_STEADY" "seeds_staged=$S_STAGED" "only=${only[*]}")
+  "seeds_faults=$S_FAULTS" "seeds_load=$S_LOAD" "seeds_steady=$S_STEADY" "seeds_staged=$S_STAGED" "only=${only[*]}" \
+  "unit=$([ "$unit" = 1 ] && echo "${UNIT_TESTS[*]}" || echo off)")
 if [ "$resume" = 1 ]; then
   { [ -f "$out/meta.env" ] && [ -f "$out/mutants.tsv" ]; } || die "--resume: no run in $out"
   [ "$(grep -v -e '^commit=' -e '^command=' -e '^started=' -e '^host=' -e '^cores=' -e '^listed=' -e '^limits=' "$out/meta.env")" = "$newmeta" ] \
@@ -258,6 +270,26 @@ if [ "$fuzz" = 1 ]; then
   log "baseline fuzz_scenario: clean in $FUZZ_S s ($(sed -n 's/^stat::number_of_executed_units: *//p' "$out/baseline/fuzz/fuzz.log") runs)"
 fi
 
+run_unit() { # LOGDIR: runs UNIT_TESTS; prints "clean" or "unit:TEST" (the first that failed)
+  local d=$1 t rc
+  for t in "${UNIT_TESTS[@]}"; do
+    rc=0
+    (cd "$d" && env -u KVCONN_BUG -u KVCONN_DB timeout -k 5 120 "${NICE[@]}" "$UBUILD/bin/$t" > "$d/unit-$t.log" 2>&1) || rc=$?
+    if [ "$rc" != 0 ]; then echo "unit:$t"; return; fi
+    rm -f "$d/unit-$t.log"
+  done
+  echo clean
+}
+if [ "$unit" = 1 ]; then
+  configure_unit
+  log "building the unmutated unit tests"
+  build_unit > "$SCR/build-unit-clean.log" 2>&1 || { tail -30 "$SCR/build-unit-clean.log" >&2; die "unit-test build failed"; }
+  mkdir -p "$out/baseline/unit"
+  ut=$(run_unit "$out/baseline/unit")
+  [ "$ut" = clean ] || die "the unmutated unit tests fail ($ut): see $out/baseline/unit"
+  log "baseline unit tests: clean (${UNIT_TESTS[*]})"
+fi
+
 # ---- the mutants ----------------------------------------------------------------
 total=$(wc -l < "$SCR/plan.tsv")
 i=0
@@ -331,6 +363,14 @@ while IFS=$'\t' read -r id func desc <&3; do
         note+="${note:+; }fuzz build: $(grep -m1 'error:' "$d/build-fuzz.log" | sed "s|$SRC/||" | cut -c1-160 || true)"
       fi
     fi
+    if [ "$status" = survived ] && [ "$unit" = 1 ]; then
+      if build_unit > "$d/build-unit.log" 2>&1; then
+        ut=$(run_unit "$d")
+        if [ "$ut" != clean ]; then status=killed how=$ut wl=unit kill_s=$(since "$t_run"); fi
+      else
+        note+="${note:+; }unit build: $(grep -m1 'error:' "$d/build-unit.log" | sed "s|$SRC/||" | cut -c1-160 || true)"
+      fi
+    fi
   fi
   restore
   row "$status" "$how" "$wl" "$kseed" "$hashes_v" "$fuzz_v" "$build_s" "$kill_s" "$(since "$t_start")" "$note"
@@ -342,7 +382,7 @@ while IFS=$'\t' read -r id func desc <&3; do
       mv "$f.head" "$f"
     done
   fi
-  rm -f "$d/build.log" "$d/build-fuzz.log"
+  rm -f "$d/build.log" "$d/build-fuzz.log" "$d/build-unit.log"
   find "$d" -name '*.err' -empty -delete
 done 3< "$SCR/plan.tsv"
 

@@ -159,7 +159,8 @@ def cmd_report(args):
     by_how = {}
     for r in killed:
         how = r["how"]
-        cat = "fuzz" if how.startswith("fuzz:") else ("invariant" if how.startswith(("INV-", "SCHED-")) else how)
+        cat = ("fuzz" if how.startswith("fuzz:") else "unit test" if how.startswith("unit:")
+               else "invariant" if how.startswith(("INV-", "SCHED-")) else how)
         by_how.setdefault(cat, {}).setdefault(how, 0)
         by_how[cat][how] += 1
 
@@ -175,6 +176,8 @@ def cmd_report(args):
             meta.get("budget", "?"), meta.get("seeds_faults", "?"), meta.get("seeds_load", "?"),
             meta.get("seeds_steady", "?"), ", staged (fault seeds, --kvmem staged) %s" % staged if staged else "",
             meta.get("limits", "?"), meta.get("fuzz", "?")))
+        if meta.get("unit"):
+            L[-1] += "; unit tests: %s" % meta["unit"]
         L.append("- mutants in the listing (files `%s`, operators `%s`): %s; this run: %s" % (
             meta.get("files", "?"), meta.get("ops", "?"), meta.get("listed", "?"), planned or n))
         if meta.get("started"):
@@ -205,20 +208,25 @@ def cmd_report(args):
     if err:
         L.append("| harness error | %d | see the note column |" % err)
     L.append("| **killed** | **%d** | |" % len(killed))
-    for cat in ("invariant", "crash", "timeout", "sim-error", "fuzz"):
+    cats = ("invariant", "crash", "timeout", "sim-error", "fuzz", "unit test")
+    for cat in cats:
         if cat in by_how:
             total = sum(by_how[cat].values())
             detail = ", ".join("%s %d" % (k, v) for k, v in sorted(by_how[cat].items(), key=lambda kv: (-kv[1], kv[0])))
             if list(by_how[cat]) == [cat]:
                 detail = ""
             L.append("| &nbsp;&nbsp;by %s | %d | %s |" % (cat, total, detail))
-    for cat in sorted(set(by_how) - {"invariant", "crash", "timeout", "sim-error", "fuzz"}):
+    for cat in sorted(set(by_how) - set(cats)):
         L.append("| &nbsp;&nbsp;by %s | %d | |" % (cat, sum(by_how[cat].values())))
     L.append("| **survived** | **%d** | |" % len(surv))
     L.append("| &nbsp;&nbsp;hash-identical (candidate equivalent) | %d | every trace hash of the budget equals the unmutated build's |" % s_same)
     L.append("| &nbsp;&nbsp;hash-changed | %d | |" % s_chg)
     L.append("| **kill rate** | **%s** | killed / (killed + survived): compiled, non-equivalent mutants |"
              % pct(len(killed), denom))
+    by_unit = sum(by_how.get("unit test", {}).values())
+    if by_unit:
+        L.append("| kill rate of the harness alone | %s | the same without the unit-test stage: the sweeps and the "
+                 "fuzzer (%d killed) |" % (pct(len(killed) - by_unit, denom), len(killed) - by_unit))
     L.append("")
     kill_t = [fnum(r["kill_s"]) for r in killed]
     wall_t = [fnum(r["wall_s"]) for r in rows]

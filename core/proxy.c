@@ -231,9 +231,3 @@ void kv_proxy_free(kv_proxy *p) {
     kv_release(p->env, p->req);
     kv_release(p->env, p);
 }
-
-uint32_t kv_proxy_pending(const kv_proxy *p) {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < p->reqs_max; i++) n += p->req[i].used && p->req[i].outcome == KV_OUT_PENDING;
-    return n;
-}

@@ -61,7 +61,5 @@ kv_status kv_proxy_new(const kv_env *env, kv_rt *rt, uint32_t node, uint32_t req
 /* The slot of request id (whatever it holds now). */
 const kv_proxy_req *kv_proxy_slot(const kv_proxy *p, uint32_t id);
 void kv_proxy_free(kv_proxy *p);
-/* Outstanding requests (submitted, not finished everywhere). */
-uint32_t kv_proxy_pending(const kv_proxy *p);
 
 #endif

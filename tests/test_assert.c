@@ -74,6 +74,18 @@ Test(assert_pool, invariants_catch_a_block_counted_twice) {
     cr_expect(strstr(te.v[0].detail, "pinned 1"), "%s", te.v[0].detail);
 }
 
+/* Postcondition of one block (B1, B2): a held block that still has free-list
+ * links is reported by the next operation on it, in every build (the walk
+ * that would also see it runs only now and then, in checked builds). */
+Test(assert_pool, one_block_check_catches_a_held_block_with_links) {
+    uint32_t ids[2];
+    cr_assert_eq(kv_pool_alloc(&pool, 2, ids), KV_OK);
+    pool.meta[ids[0]].next = ids[1];
+    cr_assert_eq(kv_pool_touch(&pool, ids[0]), KV_OK);
+    expect_assert("core/block_pool.c:", "links 0/");
+    cr_expect(strstr(te.v[0].detail, "ref_cnt 2 on_free 0"), "%s", te.v[0].detail);
+}
+
 /* Invariant function, checked tier (P7): a broken back link keeps every
  * counter right, so only the structural walk sees it; the pool runs the
  * walk itself every walk_period transitions. */
@@ -262,6 +274,37 @@ static void p2p_two(uint32_t max_tokens) {
     C.n_reqs = 2;
     C.req[0] = (sim_req_plan){.at_ns = 1000000, .prompt_len = 90, .max_tokens = max_tokens};
     C.req[1] = (sim_req_plan){.at_ns = 50000000, .prompt_len = 97, .max_tokens = max_tokens};
+}
+
+/* The sender's state, which INV-LEAK reads at the end (no connector entry
+ * left), counts what P holds for D. Request 1 finishes on P while D's pool
+ * is busy with request 0's decode: P keeps request 1's entry for the many
+ * decode steps before D can pull it, and the count includes it (with no
+ * pull in flight, nothing else would make it non-zero). */
+static uint32_t fills_p_holding, fills_p_holding_counted;
+static bool watch_p_state(void) {
+    const kv_engine *p = eng(0);
+    uint32_t held = 0;
+    for (uint32_t i = 0; i < p->cfg.reqs_max; i++) held += p->req[i].used && p->req[i].phase == KV_PH_P_HELD;
+    if (held) {
+        fills_p_holding++;
+        fills_p_holding_counted += kv_p2p_sender_state(shim_p2p_sender(rank0(0))) >= held;
+    }
+    return false;
+}
+Test(assert_sim, sender_state_counts_what_p_holds_for_d) {
+    C.pool_blocks_d = 8;
+    C.n_reqs = 2;
+    C.req[0] = (sim_req_plan){.at_ns = 1000000, .prompt_len = 40, .max_tokens = 60};
+    C.req[1] = (sim_req_plan){.at_ns = 2000000, .prompt_len = 90, .max_tokens = 2};
+    brk = watch_p_state;
+    fills_p_holding = fills_p_holding_counted = 0;
+    cr_assert_eq(sim_world_run(W, &C, NULL, &R), KV_OK);
+    cr_assert(!R.violated, "%s: %s", kv_inv_name(R.inv), R.detail);
+    cr_assert_geq(fills_p_holding, 10, "the scenario no longer keeps P holding request 1 (%u fills)", fills_p_holding);
+    cr_expect_geq(fills_p_holding_counted * 2, fills_p_holding,
+                  "P held a request for D at %u fills, and its sender's state counted it at %u", fills_p_holding,
+                  fills_p_holding_counted);
 }
 
 /* Request 0 saves a 96-token prefix, 1 evicts it locally, 2 loads it from
@@ -564,6 +607,15 @@ Test(assert_wire, encoded_ok_holds_for_the_encoder_and_fails_for_other_frames) {
     cr_expect(kv_wire_encoded_ok(&msg, frame, len));
 #ifdef KVCONN_CHECKED
     frame[len - 2] = 'X'; /* a byte of the block */
+    cr_expect_not(kv_wire_encoded_ok(&msg, frame, len));
+#endif
+
+    kv_wire_msg_reset(&msg, KV_WIRE_STORE_PUT_REPLY); /* a reply's status is what it carries */
+    msg.u.store = (kv_wire_store){.seq = 3, .status = 0};
+    len = encode();
+    cr_expect(kv_wire_encoded_ok(&msg, frame, len));
+#ifdef KVCONN_CHECKED
+    msg.u.store.status = 1;
     cr_expect_not(kv_wire_encoded_ok(&msg, frame, len));
 #endif
 

@@ -51,6 +51,12 @@ Test(block_pool, init_rejects_bad_capacity) {
     test_env_init(&te);
     kv_block_pool p;
     cr_expect_eq(kv_pool_init(&p, &te.env, OWNER, ENGINE, GROUP, 0), KV_EINVAL);
+    /* the null block alone: a pool with nothing to hand out, not an error */
+    cr_assert_eq(kv_pool_init(&p, &te.env, OWNER, ENGINE, GROUP, 1), KV_OK);
+    uint32_t id;
+    cr_expect_eq(kv_pool_num_free(&p), 0);
+    cr_expect_eq(kv_pool_alloc(&p, 1, &id), KV_ENOMEM);
+    kv_pool_deinit(&p);
     cr_expect_eq(kv_pool_init(&p, &te.env, OWNER, ENGINE, GROUP, KV_POOL_BLOCKS_MAX + 2u),
                  KV_EINVAL);
     cr_assert_eq(kv_pool_init(&p, &te.env, OWNER, ENGINE, GROUP, 25), KV_OK);
