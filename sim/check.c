@@ -120,6 +120,11 @@ void sim_check_engine_down(sim_check *c, uint32_t i) {
 
 void sim_check_engine_up(sim_check *c, uint32_t i) { map_engine(c, i); }
 
+void sim_check_store_up(sim_check *c) {
+    uint32_t a = sim_store_actor(c->v.store);
+    if (a < SIM_ACTORS_MAX) c->actor[a].role = CHK_ACTOR_STORE;
+}
+
 void sim_check_time(sim_check *c, uint64_t next_ns) {
     if (next_ns > c->next_deadline_ns) chk_hold_time(c, next_ns);
 }

@@ -68,6 +68,8 @@ void sim_check_fault(sim_check *c, const sim_fault *f);
  * of engine i was started. */
 void sim_check_engine_down(sim_check *c, uint32_t i);
 void sim_check_engine_up(sim_check *c, uint32_t i);
+/* The store's new process is up (its new actor). */
+void sim_check_store_up(sim_check *c);
 /* The clock is about to move to next_ns: deadlines that pass before then
  * are reported at their own time. */
 void sim_check_time(sim_check *c, uint64_t next_ns);

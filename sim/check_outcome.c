@@ -70,7 +70,8 @@ static uint32_t fail_weight(const sim_fault *f) {
     case SIM_F_NET_DELAY:
     case SIM_F_NET_RESET:
     case SIM_F_PEER_CRASH:
-    case SIM_F_PEER_HANG: return CHK_UNBOUNDED;
+    case SIM_F_PEER_HANG:
+    case SIM_F_STORE_CRASH: return CHK_UNBOUNDED;
     case SIM_F_ABORT:
     case SIM_F_ABORT_ON_KV:
     case SIM_F_SENDER_EXCEPTION:

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "core/engine.h"
 #include "sim/choice.h"
 #include "sim/scenario.h"
 
@@ -144,6 +145,7 @@ static void gen_faults(sim_choice *c, sim_world_cfg *cfg, uint32_t swarm, uint32
         case SIM_F_PEER_CRASH: /* drawn by gen_crashes */
         case SIM_F_PEER_HANG:
         case SIM_F_ABORT_ON_KV: /* drawn by gen_step_aborts */
+        case SIM_F_STORE_CRASH: /* drawn by gen_store_crash */
         case SIM_F_KIND_COUNT: break;
         }
     }
@@ -175,6 +177,18 @@ static void gen_step_aborts(sim_choice *c, sim_world_cfg *cfg) {
     }
 }
 
+/* A crash of the store's process in one run of eight that has a store: at
+ * a random time in the plan's span, a new, empty one back 1-200 ms later.
+ * Drawn last, after gen_step_aborts. */
+static void gen_store_crash(sim_choice *c, sim_world_cfg *cfg) {
+    if (sim_choice_below(c, 8) != 0 || cfg->n_faults >= SIM_FAULTS_MAX || !cfg->n_reqs) return;
+    if (!kv_conn_kind_has_store(cfg->conn_p) && !kv_conn_kind_has_store(cfg->conn_d)) return;
+    uint64_t span = cfg->req[cfg->n_reqs - 1].at_ns + 60000000u;
+    sim_fault *f = &cfg->fault[cfg->n_faults++];
+    *f = (sim_fault){.kind = SIM_F_STORE_CRASH, .at_ns = (uint64_t)sim_choice_below(c, 1000) * (span / 1000u)};
+    f->arg = pick(c, 0, 199);
+}
+
 /* The defaults, with every later draw from one stream seeded by (seed, salt). */
 static void gen_begin(sim_choice *c, uint64_t seed, uint64_t salt, uint32_t bugs, sim_world_cfg *cfg) {
     sim_choice_init(c, NULL, 0, sim_mix64(seed ^ salt));
@@ -195,6 +209,7 @@ static uint32_t gen_mixed(uint64_t seed, uint64_t salt, uint32_t bugs, sim_world
     gen_faults(&c, cfg, swarm, faults_max);
     gen_heads(&c, cfg);
     gen_step_aborts(&c, cfg);
+    gen_store_crash(&c, cfg);
     sim_cfg_searchable(cfg);
     return swarm;
 }

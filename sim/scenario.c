@@ -56,6 +56,7 @@ static const uint8_t magic_v1[4] = {'K', 'V', 'S', 1};
 static const uint8_t magic_v2[4] = {'K', 'V', 'S', 2};
 static const uint8_t magic_v3[4] = {'K', 'V', 'S', 3};
 static const uint8_t magic_v4[4] = {'K', 'V', 'S', 4};
+static const uint8_t magic_v5[4] = {'K', 'V', 'S', 5};
 static const uint32_t tp_set[3] = {1, 2, 4};
 static const uint32_t block_set[4] = {4, 8, 16, 32};
 
@@ -319,13 +320,15 @@ void sim_scenario_from_bytes(const uint8_t *buf, size_t len, sim_scenario *out) 
     bool v2 = r.len >= sizeof magic_v2 && memcmp(buf, magic_v2, sizeof magic_v2) == 0;
     bool v3 = r.len >= sizeof magic_v3 && memcmp(buf, magic_v3, sizeof magic_v3) == 0;
     bool v4 = r.len >= sizeof magic_v4 && memcmp(buf, magic_v4, sizeof magic_v4) == 0;
-    bool v5 = r.len >= sizeof magic && memcmp(buf, magic, sizeof magic) == 0;
-    if (v1 || v2 || v3 || v4 || v5) r.pos = sizeof magic;
-    rd_fixed(&r, &out->cfg, v1, v5);
+    bool v5 = r.len >= sizeof magic_v5 && memcmp(buf, magic_v5, sizeof magic_v5) == 0;
+    bool v6 = r.len >= sizeof magic && memcmp(buf, magic, sizeof magic) == 0;
+    if (v1 || v2 || v3 || v4 || v5 || v6) r.pos = sizeof magic;
+    rd_fixed(&r, &out->cfg, v1, v5 || v6);
     /* each version's fault kinds only behind its magic (or a later one):
      * every older input (magic-less ones too) decodes as it always did */
     rd_lists(&r, &out->cfg,
-             v5   ? SIM_F_KIND_COUNT - 1u
+             v6   ? SIM_F_KIND_COUNT - 1u
+             : v5 ? SIM_F_KIND_COUNT_V5 - 1u
              : v4 ? SIM_F_KIND_COUNT_V4 - 1u
              : v3 ? SIM_F_KIND_COUNT_V3 - 1u
                   : SIM_F_KIND_COUNT_V2 - 1u);

@@ -28,14 +28,14 @@
  *     prefix_group 0..7, prefix_len <= prompt_len, sequential 0/1,
  *     d_extra_tokens 0..128
  *   n_faults 0..SIM_FAULTS_MAX, each fault:
- *     at_ns <= 60 s, kind 1..SIM_F_KIND_COUNT-1 (v2: ..12, v3: ..13), target, arg < 2^16
+ *     at_ns <= 60 s, kind 1..SIM_F_KIND_COUNT-1 (v2: ..12, v3: ..13, v4: ..14, v5: ..15), target, arg < 2^16
  *   seed any; choice_len 0..SIM_CHOICE_MAX
  * Entries past n_groups / n_reqs / n_faults and choice bytes past
  * choice_len are zero in a clamped scenario. Requests and faults keep their
  * given order.
  *
  * Binary layout (all integers little-endian):
- *   [magic]  4 bytes "KVS" 0x05 (SIM_SCENARIO_VERSION). Optional: an input
+ *   [magic]  4 bytes "KVS" 0x06 (SIM_SCENARIO_VERSION). Optional: an input
  *            that starts with exactly these 4 bytes has its fields from
  *            offset 4; any other input has its fields from offset 0. An
  *            input starting "KVS" 0x01 is a version 1 scenario (fields from
@@ -44,11 +44,12 @@
  *            "KVS" 0x02 is version 2: fields from offset 4, as version 4
  *            except that fault kinds map into version 2's 1..12; "KVS"
  *            0x03 (version 3) maps them into 1..13; "KVS" 0x04 (version
- *            4) has every fault kind and no head_bytes (8). A magic-less
- *            input decodes as version 2 too; only inputs of a version reach
- *            the kinds and fields added in it (3: peer_crash, 4: peer_hang,
- *            5: head_bytes).
- *   fixed part (66 bytes; 64 before version 5):
+ *            4) maps them into 1..14 and has no head_bytes (8); "KVS" 0x05
+ *            (version 5) maps them into 1..15. A magic-less input decodes
+ *            as version 2 too; only inputs of a version reach the kinds and
+ *            fields added in it (3: peer_crash, 4: peer_hang, 5: head_bytes
+ *            and abort_on_kv, 6: store_crash).
+ *   fixed part (66 bytes from version 5; 64 before):
  *     u64 seed
  *     u8 n_p, u8 n_d, u8 tp_p, u8 tp_d, u8 block_size
  *     u16 pool_blocks_p, u16 pool_blocks_d
@@ -85,7 +86,7 @@
 #include "kvconn/status.h"
 #include "sim/world.h"
 
-#define SIM_SCENARIO_VERSION 5u
+#define SIM_SCENARIO_VERSION 6u
 /* The largest live_bound_ns a scenario holds: above the longest bound
  * sim_cfg_searchable derives, (600 s + 600 s) x (256 + 4) requests. */
 #define SIM_LIVE_BOUND_MAX_S 1000000 /* a plain literal: messages print it (SIM_STR) */
@@ -101,7 +102,7 @@ uint32_t sim_head_bytes_max(const sim_world_cfg *c);
 #define SIM_SCENARIO_FILE_MAX (1u << 20)
 /* Enough for to_text / to_bytes of any clamped scenario. */
 #define SIM_SCENARIO_TEXT_MAX 65536u
-#define SIM_SCENARIO_FIXED_BYTES 66u    /* version 5 */
+#define SIM_SCENARIO_FIXED_BYTES 66u    /* versions 5 and 6 */
 #define SIM_SCENARIO_FIXED_BYTES_V2 64u /* versions 2-4 (and magic-less inputs) */
 #define SIM_SCENARIO_REQ_BYTES 18u
 #define SIM_SCENARIO_FAULT_BYTES 13u

@@ -26,6 +26,7 @@ struct sim_store {
     const kv_env *env;        /* borrowed */
     kv_rt *rt;
     kvt *t;
+    uint32_t node;
     uint32_t actor;
     kvt_ep ep;
     kvt_addr addr;
@@ -238,6 +239,7 @@ kv_status sim_store_new(const kv_env *env, kv_rt *rt, kvt *t, uint32_t node, uin
     s->env = env;
     s->rt = rt;
     s->t = t;
+    s->node = node;
     s->capacity = capacity;
     s->index_size = 1;
     while (s->index_size < 2 * capacity) s->index_size <<= 1;
@@ -258,6 +260,21 @@ kv_status sim_store_new(const kv_env *env, kv_rt *rt, kvt *t, uint32_t node, uin
     if (st != KV_OK) return st;
     *out = s;
     return KV_OK;
+}
+
+void sim_store_crash(sim_store *s) {
+    s->stats.crashes++;
+    s->stats.crash_keys += s->n_keys;
+    while (s->n_keys) evict(s, oldest(s));
+    s->put_fail = s->get_fail = s->pressure = 0;
+}
+
+kv_status sim_store_restart(sim_store *s) {
+    kvt_addr addr;
+    kv_status st = kv_rt_spawn(s->rt, "store", s->node, store_handle, s, 1u << 20, &s->actor);
+    if (st == KV_OK) st = kvt_ep_open(s->t, s->actor, &s->ep, &addr);
+    if (st == KV_OK && strcmp(addr.s, s->addr.s) != 0) st = KV_EEXIST;
+    return st;
 }
 
 void sim_store_free(sim_store *s) {

@@ -63,6 +63,7 @@ struct sim_world {
     struct { uint64_t at_ns; uint32_t engine; bool silent; } restart[SIM_FAULTS_MAX]; /* pending, in time order */
     uint64_t abort_on_kv[(SIM_REQS_MAX + 63u) / 64u]; /* bit r: abort request r when D hears its KV arrived */
     uint32_t n_restart;
+    uint64_t store_back_ns; /* a crashed store's new process starts then (UINT64_MAX: none pending) */
     sim_result *res;
     sim_teardown_report td; /* the teardown being judged (its twice / foreign counts) */
     kv_pool_report final_pool[KV_ENGINES_MAX][KV_GROUPS_MAX]; /* at the end, before the teardown */
@@ -342,6 +343,7 @@ static kv_status build(sim_world *w) {
     if (st != KV_OK) return st;
     w->n_eng = c->n_p + c->n_d;
     w->n_all = w->n_restart = 0;
+    w->store_back_ns = UINT64_MAX;
     memset(w->abort_on_kv, 0, sizeof w->abort_on_kv);
     for (uint32_t i = 0; i < w->n_eng && st == KV_OK; i++) {
         uint32_t before = sim_rt_actor_count(w->rt);
@@ -372,6 +374,7 @@ static uint64_t item_end(const sim_world *w, uint32_t it) {
     const sim_fault *f = &w->cfg->fault[it - w->cfg->n_reqs];
     if (f->kind == SIM_F_NET_DELAY) return t + 50000000ull + (uint64_t)f->arg * 1000000ull;
     if (f->kind == SIM_F_BOOT_DOWN) return t + (uint64_t)f->arg * 1000000ull;
+    if (f->kind == SIM_F_STORE_CRASH) return t + ((uint64_t)f->arg + 1u) * 1000000ull;
     if (f->kind == SIM_F_PEER_CRASH || f->kind == SIM_F_PEER_HANG) return t + (uint64_t)restart_ms(f) * 1000000ull;
     return t;
 }
@@ -451,6 +454,29 @@ static void crash_engine(sim_world *w, uint32_t i, uint32_t restart_ms, bool sil
     w->restart[k].at_ns = at;
     w->restart[k].engine = i;
     w->restart[k].silent = silent;
+}
+
+/* The store's process dies: its actor (and so its mailbox and timers), its
+ * node's connections (every peer gets PEER_DOWN; what is in flight is lost)
+ * and every key it held. A new, empty process listens at the same address
+ * restart_ms + 1 ms later. A store already down stays down until its own
+ * restart. */
+static void crash_store(sim_world *w, uint32_t restart_ms) {
+    if (!w->store || w->store_back_ns != UINT64_MAX) return;
+    sim_rt_kill(w->rt, sim_store_actor(w->store));
+    sim_net_fault_crash(w->net, STORE_NODE);
+    sim_store_crash(w->store);
+    w->store_back_ns = sim_rt_now(w->rt) + ((uint64_t)restart_ms + 1u) * 1000000ull;
+}
+
+static void restart_store(sim_world *w) {
+    w->store_back_ns = UINT64_MAX;
+    sim_net_fault_restart(w->net, STORE_NODE);
+    kv_status st = sim_rt_actor_count(w->rt) < SIM_ACTORS_MAX ? sim_store_restart(w->store) : KV_ENOMEM;
+    if (st == KV_OK) sim_check_store_up(w->check);
+    if (w->trace)
+        fprintf(w->trace, "%12llu  %-14s STORE %s\n", (unsigned long long)sim_rt_now(w->rt), "world",
+                st == KV_OK ? "restarted (empty)" : "stays down (no room for its actor)");
 }
 
 /* A new process of engine i: fresh actors, pools and connector state on the
@@ -546,6 +572,7 @@ static void apply_fault(sim_world *w, const sim_fault *f) {
         phase = KV_PH_COUNT; /* counted when it fires */
         break;
     }
+    case SIM_F_STORE_CRASH: crash_store(w, f->arg); break;
     case SIM_F_KIND_COUNT: break;
     }
     if (f->kind < SIM_F_KIND_COUNT && phase < KV_PH_COUNT) w->res->fault_phase[f->kind][phase]++;
@@ -581,6 +608,7 @@ static void apply_due_items(sim_world *w) {
         if (it < w->cfg->n_reqs) submit_req(w, it);
         else apply_fault(w, &w->cfg->fault[it - w->cfg->n_reqs]);
     }
+    if (w->store_back_ns <= sim_rt_now(w->rt)) restart_store(w);
     while (w->n_restart && w->restart[0].at_ns <= sim_rt_now(w->rt)) {
         uint32_t i = w->restart[0].engine;
         bool silent = w->restart[0].silent;
@@ -590,7 +618,10 @@ static void apply_due_items(sim_world *w) {
     }
 }
 
-static uint64_t next_restart(const sim_world *w) { return w->n_restart ? w->restart[0].at_ns : UINT64_MAX; }
+static uint64_t next_restart(const sim_world *w) {
+    uint64_t t = w->n_restart ? w->restart[0].at_ns : UINT64_MAX;
+    return w->store_back_ns < t ? w->store_back_ns : t;
+}
 
 /* ---- network ------------------------------------------------------------------- */
 
@@ -871,7 +902,7 @@ const char *sim_fault_name(uint32_t kind) {
         [SIM_F_STORE_PUT_FAIL] = "store_put_fail", [SIM_F_STORE_GET_FAIL] = "store_get_fail",
         [SIM_F_STORE_EVICT] = "store_evict", [SIM_F_STORE_PRESSURE] = "store_pressure",
         [SIM_F_PEER_CRASH] = "peer_crash", [SIM_F_PEER_HANG] = "peer_hang",
-        [SIM_F_ABORT_ON_KV] = "abort_on_kv"};
+        [SIM_F_ABORT_ON_KV] = "abort_on_kv", [SIM_F_STORE_CRASH] = "store_crash"};
     return kind < SIM_F_KIND_COUNT && names[kind] ? names[kind] : "?";
 }
 

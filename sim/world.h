@@ -57,14 +57,21 @@ typedef enum sim_fault_kind {
                                * phase-triggered abort: with the engine's input queue it lands
                                * after the step that reports the KV and before the schedule
                                * that would take it in) */
+    /* format version 6 on */
+    SIM_F_STORE_CRASH,        /* the store's process dies: connections to it reset, what was
+                               * in flight is lost and so is every key it held; a new, empty
+                               * one listens at the same address arg+1 ms later (scenario
+                               * format version 6) */
     SIM_F_KIND_COUNT
 } sim_fault_kind;
 /* Kinds 1..SIM_F_KIND_COUNT_V2 - 1 are those of scenario format versions 1
  * and 2 (and of the generator's draws before crashes existed); version 3
- * adds peer_crash, version 4 peer_hang, version 5 abort_on_kv. */
+ * adds peer_crash, version 4 peer_hang, version 5 abort_on_kv, version 6
+ * store_crash. */
 #define SIM_F_KIND_COUNT_V2 ((uint32_t)SIM_F_PEER_CRASH)
 #define SIM_F_KIND_COUNT_V3 ((uint32_t)SIM_F_PEER_HANG)
 #define SIM_F_KIND_COUNT_V4 ((uint32_t)SIM_F_ABORT_ON_KV)
+#define SIM_F_KIND_COUNT_V5 ((uint32_t)SIM_F_STORE_CRASH)
 const char *sim_fault_name(uint32_t kind);
 
 typedef struct sim_fault {

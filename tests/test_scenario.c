@@ -118,9 +118,9 @@ Test(scenario, default_round_trip) {
     check_fixed_points(&sa, "default");
     size_t tl;
     to_text(&sa, text_a, &tl);
-    cr_assert(strncmp(text_a, "kvs 5\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
+    cr_assert(strncmp(text_a, "kvs 6\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
                               "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024 head=8\ngroup full\n",
-                      strlen("kvs 5\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
+                      strlen("kvs 6\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
                              "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024 head=8\ngroup full\n")) == 0,
               "default text:\n%s", text_a);
     /* The empty input decodes to the defaults. */
@@ -226,9 +226,9 @@ static const err_case err_cases[] = {
     {"kvs 1\nreq at=\n", KV_EINVAL, 2, 5, "expected integer after 'at='"},
     {"kvs 1\nreq at=-1\n", KV_EINVAL, 2, 5, "expected integer after 'at='"},
     {"kvs 1\nreq at=99999999999999999999\n", KV_EINVAL, 2, 5, "does not fit in 64 bits"},
-    {"seed 1\nkvs 1\n", KV_EINVAL, 1, 1, "expected 'kvs 5' as the first directive, got 'seed'"},
-    {"", KV_EINVAL, 1, 1, "missing 'kvs 5' header"},
-    {"# only a comment\n\n", KV_EINVAL, 1, 1, "missing 'kvs 5' header"},
+    {"seed 1\nkvs 1\n", KV_EINVAL, 1, 1, "expected 'kvs 6' as the first directive, got 'seed'"},
+    {"", KV_EINVAL, 1, 1, "missing 'kvs 6' header"},
+    {"# only a comment\n\n", KV_EINVAL, 1, 1, "missing 'kvs 6' header"},
     {"kvs 2\ntopology conn_p=multi(p2p,nixl)\n", KV_EINVAL, 2, 10, "unknown connector 'multi(p2p,nixl)'"},
     {"kvs 2\ntopology store=8\n", KV_EINVAL, 2, 10, "store=8 out of range 16..4096"},
     {"kvs\n", KV_EINVAL, 1, 1, "expected version after 'kvs'"},
@@ -275,7 +275,7 @@ static const err_case err_cases[] = {
     {"kvs 1\ngroup full\ngroup mamba\ngroup mamba\ngroup mamba\ngroup mamba\ngroup mamba\n", KV_EINVAL, 7, 1,
      "too many group directives (max 5)"},
     {"kvs 1\nfault kind=abort target=65536\n", KV_EINVAL, 2, 18, "target=65536 out of range 0..65535"},
-    {"kvs 6\n", KV_EVERSION, 1, 5, "scenario format version 6 is not supported (this build reads 1..5)"},
+    {"kvs 7\n", KV_EVERSION, 1, 5, "scenario format version 7 is not supported (this build reads 1..6)"},
 };
 
 static void expect_error(const char *text, size_t len, kv_status want, uint32_t line, uint32_t col, const char *msg) {
@@ -331,7 +331,7 @@ Test(scenario, count_limits) {
 
 Test(scenario, wrong_version) {
     const char *t = "# header comment\n\n   kvs 7 \nseed 3\n";
-    expect_error(t, strlen(t), KV_EVERSION, 3, 8, "scenario format version 7 is not supported (this build reads 1..5)");
+    expect_error(t, strlen(t), KV_EVERSION, 3, 8, "scenario format version 7 is not supported (this build reads 1..6)");
     t = "kvs 18446744073709551615\n";
     expect_error(t, strlen(t), KV_EVERSION, 1, 5, "version 18446744073709551615 is not supported");
     t = "kvs 0\n";
@@ -427,10 +427,10 @@ Test(scenario, binary_clamp_rules) {
     cr_assert_eq(sa.cfg.n_reqs, 1u);
     cr_assert_eq(sa.cfg.req[0].at_ns, 0u);
     cr_assert(sa.cfg.req[0].prompt_len == 16 && sa.cfg.req[0].max_tokens == 4);
-    /* An input starting "KVS\x06" is not magic: decoded from offset 0. */
-    static const uint8_t v6[] = {'K', 'V', 'S', 6, 0, 0, 0, 0, 1};
-    sim_scenario_from_bytes(v6, sizeof v6, &sa);
-    cr_assert_eq(sa.cfg.seed, 0x0653564bull);
+    /* An input starting "KVS\x07" is not magic: decoded from offset 0. */
+    static const uint8_t v7[] = {'K', 'V', 'S', 7, 0, 0, 0, 0, 1};
+    sim_scenario_from_bytes(v7, sizeof v7, &sa);
+    cr_assert_eq(sa.cfg.seed, 0x0753564bull);
     cr_assert_eq(sa.cfg.n_p, 1u);
     /* "KVS\x01": a version 1 artifact, whose fixed part lacks the connector
      * fields: it decodes as the version 2 bytes with p2p everywhere. */
@@ -451,8 +451,8 @@ Test(scenario, binary_clamp_rules) {
     cr_assert(sa.cfg.conn_p == KV_CONN_P2P && sa.cfg.conn_d == KV_CONN_P2P && sa.cfg.store_capacity == 1024);
 }
 
-/* Versions 3, 4 and 5 each added a fault kind (peer_crash 13, peer_hang 14,
- * abort_on_kv 15).
+/* Versions 3, 4, 5 and 6 each added a fault kind (peer_crash 13, peer_hang
+ * 14, abort_on_kv 15, store_crash 16).
  * A kind byte reaches a kind only behind the magic of its version or a
  * later one; behind an older magic, or none, it maps into that version's
  * kinds as it always did (1 + byte mod their count), so stored inputs and
@@ -468,10 +468,11 @@ Test(scenario, new_kinds_only_behind_their_magic) {
         {"KVS\x04", 13, SIM_F_PEER_CRASH}, {NULL, 14, 1u + 14u % 12u},      {"KVS\x02", 14, 1u + 14u % 12u},
         {"KVS\x03", 14, 1u + 14u % 13u},   {"KVS\x04", 14, SIM_F_PEER_HANG},
         {"KVS\x04", 15, 1u + 15u % 14u},   {"KVS\x05", 15, SIM_F_ABORT_ON_KV},
+        {"KVS\x05", 16, 1u + 16u % 15u},   {"KVS\x06", 16, SIM_F_STORE_CRASH},
     };
     static sim_scenario s;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        bool v5 = cases[i].magic && !memcmp(cases[i].magic, "KVS\x05", 4);
+        bool v5 = cases[i].magic && (!memcmp(cases[i].magic, "KVS\x05", 4) || !memcmp(cases[i].magic, "KVS\x06", 4));
         size_t at = v5 ? SIM_SCENARIO_FIXED_BYTES : SIM_SCENARIO_FIXED_BYTES_V2, len = at + 3 + SIM_SCENARIO_FAULT_BYTES;
         memset(body, 0, sizeof body);
         if (v5) body[64] = 8; /* head_bytes 8 */ /* no requests; one fault: at 0, the kind, target 1, arg 5 */
@@ -490,12 +491,12 @@ Test(scenario, new_kinds_only_behind_their_magic) {
                   s.cfg.fault[0].kind, cases[i].want);
         cr_assert(s.cfg.fault[0].target == 1 && s.cfg.fault[0].arg == 5);
     }
-    /* the canonical form (version 5) keeps the newest kind */
+    /* the canonical form (version 6) keeps the newest kind */
     static uint8_t out[SIM_SCENARIO_BYTES_MAX];
     size_t n = 0;
-    cr_assert_eq(s.cfg.fault[0].kind, (uint32_t)SIM_F_ABORT_ON_KV);
+    cr_assert_eq(s.cfg.fault[0].kind, (uint32_t)SIM_F_STORE_CRASH);
     cr_assert_eq(sim_scenario_to_bytes(&s, out, sizeof out, &n), KV_OK);
-    cr_assert(n >= 4 && memcmp(out, "KVS\x05", 4) == 0);
+    cr_assert(n >= 4 && memcmp(out, "KVS\x06", 4) == 0);
     static sim_scenario back;
     sim_scenario_from_bytes(out, n, &back);
     cr_assert(sim_scenario_equal(&s, &back));

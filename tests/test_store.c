@@ -148,6 +148,31 @@ Test(store, evicted_keys_miss_and_are_not_loaded) {
     cr_assert_gt(R.store.evictions, 0);
 }
 
+/* The store's process dies 30 ms in (request 0's prefix saved) and an
+ * empty one listens at the same address 5 ms later. Every engine's store
+ * clients find their connection reset and must connect again: request 2
+ * saves the prefix anew into the new process, request 4 (after request 3
+ * pushed it out of the local caches) finds it there and loads it. Every
+ * get hit is from after the restart (nothing hit before it). */
+Test(store, a_crashed_store_comes_back_empty_and_is_used_again) {
+    shared_prefix(KV_CONN_STORE, KV_CONN_STORE);
+    C.n_reqs = 5;
+    C.req[3] = C.req[1];
+    C.req[3].at_ns = 120000000;
+    C.req[4] = C.req[2];
+    C.req[4].at_ns = 160000000;
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 30000000, .kind = SIM_F_STORE_CRASH, .arg = 4};
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok, 5);
+    cr_assert_eq(R.store.crashes, 1);
+    cr_assert_gt(R.store.crash_keys, 0, "request 0's keys were in the store when it died");
+    cr_assert_gt(R.store.get_hits, 0, "no store op succeeded after the restart (%llu puts, %llu gets)",
+                 (unsigned long long)R.store.puts, (unsigned long long)R.store.gets);
+    cr_assert_geq(R.store_loads, 2, "P and D load request 4's prefix from the new process");
+}
+
 Test(store, a_tiny_store_evicts_and_stays_consistent) {
     shared_prefix(KV_CONN_STORE, KV_CONN_STORE);
     C.store_capacity = 16;
