@@ -44,7 +44,7 @@ static bool store_holds(const sim_check *c, const kv_engine *e, uint64_t (*hash)
 
 void chk_hit_arrive(sim_check *c, uint32_t engine, const kv_msg *m) {
     kv_req_spec s;
-    if (!c->v.store || m->len < sizeof s || engine >= c->v.n_eng) return;
+    if (m->len < sizeof s || engine >= c->v.n_eng) return;
     memcpy(&s, m->payload, sizeof s);
     if (s.id >= chk_n_reqs(c)) return;
     const kv_engine *e = c->v.eng[engine];
@@ -52,7 +52,7 @@ void chk_hit_arrive(sim_check *c, uint32_t engine, const kv_msg *m) {
     chk_req *q = &c->req[s.id];
     q->store_hit[side] = 0;
     q->first_computed[side] = CHK_NOT_SCHEDULED;
-    if (!kv_conn_kind_has_store(e->conn_kind) || !bs || s.prompt_len <= bs) return;
+    if (!c->v.store || !kv_conn_kind_has_store(e->conn_kind) || !bs || s.prompt_len <= bs) return;
     uint32_t max_k = (s.prompt_len - 1u) / bs;
     if (max_k > KV_REQ_BLOCKS_MAX) max_k = KV_REQ_BLOCKS_MAX;
     uint64_t hash[KV_GROUPS_MAX][KV_REQ_BLOCKS_MAX];
@@ -66,8 +66,17 @@ void chk_hit_arrive(sim_check *c, uint32_t engine, const kv_msg *m) {
         }
 }
 
+/* The local prefix hit the engine's scheduler took for request id (its
+ * slot's), or UINT32_MAX. */
+static uint32_t local_hit_of(const kv_engine *e, uint32_t id) {
+    for (uint32_t i = 0; i < e->cfg.reqs_max; i++)
+        if (e->req[i].used && e->req[i].r.id == id) return e->req[i].local_hit;
+    return UINT32_MAX;
+}
+
 /* A step reached engine's rank 0: what each request scheduled for the
- * first time there started from. */
+ * first time there started from (and the sweep's reach count of first
+ * schedules whose local prefix hit is all but the last token). */
 void chk_hit_execute(sim_check *c, uint32_t engine, uint32_t rank, const kv_msg *m) {
     if (rank != 0 || m->len < sizeof(kv_m_execute)) return;
     const kv_step *st = ((const kv_m_execute *)m->payload)->step;
@@ -76,7 +85,15 @@ void chk_hit_execute(sim_check *c, uint32_t engine, uint32_t rank, const kv_msg 
         const kv_step_req *r = &st->req[i];
         if (!r->num_scheduled || r->id >= chk_n_reqs(c)) continue;
         uint32_t *first = &c->req[r->id].first_computed[side];
-        if (*first == CHK_NOT_SCHEDULED) *first = r->computed_before;
+        if (*first != CHK_NOT_SCHEDULED) continue;
+        *first = r->computed_before;
+        const kv_engine *e = c->v.eng[engine];
+        if (local_hit_of(e, r->id) != r->num_tokens - 1u) continue;
+        c->v.res->reach[SIM_R_HIT_ALL_BUT_ONE]++;
+        const kv_engine_cfg *cfg = &e->cfg;
+        bool recurrent = false;
+        for (uint32_t g = 0; g < cfg->n_groups; g++) recurrent |= cfg->group[g].kind == KV_GROUP_MAMBA;
+        c->v.res->reach[SIM_R_HIT_ALL_BUT_ONE_RECURRENT] += recurrent;
     }
 }
 

@@ -730,6 +730,9 @@ static void count_reach(const sim_world *w, sim_result *out) {
     out->reach[SIM_R_WIDE_HEADS] += c->head_bytes > 8u;
     out->reach[SIM_R_TP_STORE_GET_FAIL] += (c->tp_p >= 2u || c->tp_d >= 2u) && store && get_fail;
     out->reach[SIM_R_RECURRENT_LAST] += c->n_groups > 1u && c->group[c->n_groups - 1u].kind == KV_GROUP_MAMBA;
+    bool inner = false;
+    for (uint32_t g = 0; g + 1u < c->n_groups; g++) inner |= c->group[g].kind == KV_GROUP_MAMBA;
+    out->reach[SIM_R_RECURRENT_INNER] += inner;
     for (uint32_t i = 0; i < w->n_all; i++) out->reach[SIM_R_ABORT_AFTER_RECV] += w->all_eng[i]->stats.aborts_after_recv;
 }
 
@@ -739,7 +742,10 @@ const char *sim_reach_name(uint32_t r) {
         [SIM_R_TP_STORE_GET_FAIL] = "TP >= 2 with store get failures (runs)",
         [SIM_R_RECURRENT_LAST] = "recurrent group last (runs)",
         [SIM_R_ABORT_AFTER_RECV] = "abort after KV arrived, before its schedule",
-        [SIM_R_EXPIRED_HOLD] = "P holds ended by the expiry reap"};
+        [SIM_R_EXPIRED_HOLD] = "P holds ended by the expiry reap",
+        [SIM_R_RECURRENT_INNER] = "recurrent group before the last (runs)",
+        [SIM_R_HIT_ALL_BUT_ONE] = "first schedules with a local hit of N-1 tokens",
+        [SIM_R_HIT_ALL_BUT_ONE_RECURRENT] = "... of them with a recurrent group"};
     return r < SIM_R_COUNT ? names[r] : "?";
 }
 

@@ -120,6 +120,10 @@ typedef enum sim_reach {
     SIM_R_RECURRENT_LAST,    /* runs whose last KV group is recurrent */
     SIM_R_ABORT_AFTER_RECV,  /* aborts of a request whose KV had arrived, before a schedule took it in */
     SIM_R_EXPIRED_HOLD,      /* P holds that ended by the expiry reap */
+    SIM_R_RECURRENT_INNER,   /* runs with a recurrent group before the last position */
+    SIM_R_HIT_ALL_BUT_ONE,   /* first schedules of a request on an engine whose local prefix hit is
+                              * all but its last token (N - 1) */
+    SIM_R_HIT_ALL_BUT_ONE_RECURRENT, /* ... on an engine with a recurrent group */
     SIM_R_COUNT
 } sim_reach;
 const char *sim_reach_name(uint32_t r);
