@@ -189,6 +189,16 @@ static void gen_store_crash(sim_choice *c, sim_world_cfg *cfg) {
     f->arg = pick(c, 0, 199);
 }
 
+/* Short timeouts in one run of eight: P's ready wait and expiry (abort
+ * timeout) 20-400 ms, D's receive timeout longer (as vLLM keeps it) by
+ * 0.1-10 ms, so pulls that wait on P, CONTINUE chains and expiries meet
+ * the timers that bound them. Drawn last, after gen_store_crash. */
+static void gen_timeouts(sim_choice *c, sim_world_cfg *cfg) {
+    if (sim_choice_below(c, 8) != 0) return;
+    cfg->abort_timeout_ns = (uint64_t)pick(c, 20, 400) * 1000000ull;
+    cfg->recv_timeout_ns = cfg->abort_timeout_ns + (uint64_t)pick(c, 1, 100) * 100000ull;
+}
+
 /* The defaults, with every later draw from one stream seeded by (seed, salt). */
 static void gen_begin(sim_choice *c, uint64_t seed, uint64_t salt, uint32_t bugs, sim_world_cfg *cfg) {
     sim_choice_init(c, NULL, 0, sim_mix64(seed ^ salt));
@@ -210,6 +220,7 @@ static uint32_t gen_mixed(uint64_t seed, uint64_t salt, uint32_t bugs, sim_world
     gen_heads(&c, cfg);
     gen_step_aborts(&c, cfg);
     gen_store_crash(&c, cfg);
+    gen_timeouts(&c, cfg);
     sim_cfg_searchable(cfg);
     return swarm;
 }

@@ -733,6 +733,7 @@ static void count_reach(const sim_world *w, sim_result *out) {
     bool inner = false;
     for (uint32_t g = 0; g + 1u < c->n_groups; g++) inner |= c->group[g].kind == KV_GROUP_MAMBA;
     out->reach[SIM_R_RECURRENT_INNER] += inner;
+    out->reach[SIM_R_SHORT_TIMEOUTS] += c->abort_timeout_ns < 1000000000ull;
     for (uint32_t i = 0; i < w->n_all; i++) out->reach[SIM_R_ABORT_AFTER_RECV] += w->all_eng[i]->stats.aborts_after_recv;
 }
 
@@ -745,7 +746,8 @@ const char *sim_reach_name(uint32_t r) {
         [SIM_R_EXPIRED_HOLD] = "P holds ended by the expiry reap",
         [SIM_R_RECURRENT_INNER] = "recurrent group before the last (runs)",
         [SIM_R_HIT_ALL_BUT_ONE] = "first schedules with a local hit of N-1 tokens",
-        [SIM_R_HIT_ALL_BUT_ONE_RECURRENT] = "... of them with a recurrent group"};
+        [SIM_R_HIT_ALL_BUT_ONE_RECURRENT] = "... of them with a recurrent group",
+        [SIM_R_SHORT_TIMEOUTS] = "timeouts under 1 s (runs)"};
     return r < SIM_R_COUNT ? names[r] : "?";
 }
 

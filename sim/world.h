@@ -124,6 +124,7 @@ typedef enum sim_reach {
     SIM_R_HIT_ALL_BUT_ONE,   /* first schedules of a request on an engine whose local prefix hit is
                               * all but its last token (N - 1) */
     SIM_R_HIT_ALL_BUT_ONE_RECURRENT, /* ... on an engine with a recurrent group */
+    SIM_R_SHORT_TIMEOUTS,    /* runs whose abort timeout (P's ready wait and expiry) is under 1 s */
     SIM_R_COUNT
 } sim_reach;
 const char *sim_reach_name(uint32_t r);
