@@ -475,8 +475,8 @@ static void restart_store(sim_world *w) {
     kv_status st = sim_rt_actor_count(w->rt) < SIM_ACTORS_MAX ? sim_store_restart(w->store) : KV_ENOMEM;
     if (st == KV_OK) sim_check_store_up(w->check);
     if (w->trace)
-        fprintf(w->trace, "%12llu  %-14s STORE %s\n", (unsigned long long)sim_rt_now(w->rt), "world",
-                st == KV_OK ? "restarted (empty)" : "stays down (no room for its actor)");
+        fprintf(w->trace, "%12llu  %-14s STORE %s%s\n", (unsigned long long)sim_rt_now(w->rt), "world",
+                st == KV_OK ? "restarted (empty)" : "stays down: ", st == KV_OK ? "" : kv_status_str(st));
 }
 
 /* A new process of engine i: fresh actors, pools and connector state on the
