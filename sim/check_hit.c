@@ -109,13 +109,13 @@ void chk_hit_end(sim_check *c) {
             c->v.res->armed[KV_INV_CACHE]++;
             if (q->first_computed[side] != CHK_NOT_SCHEDULED && q->first_computed[side] >= q->store_hit[side])
                 continue;
-            char first[32];
-            if (q->first_computed[side] == CHK_NOT_SCHEDULED) snprintf(first, sizeof first, "was never scheduled");
-            else snprintf(first, sizeof first, "started from %u", q->first_computed[side]);
+            char first[64];
+            if (q->first_computed[side] == CHK_NOT_SCHEDULED) snprintf(first, sizeof first, "it was never scheduled there");
+            else snprintf(first, sizeof first, "its first schedule there started from %u computed tokens",
+                          q->first_computed[side]);
             kv_violate(c->v.env, KV_INV_CACHE, engine, id,
                        "request %u arrived at engine %u when the store held a hit of %u tokens of its prompt (every "
-                       "rank and group), but its first schedule there %s computed tokens: the hit was not taken "
-                       "(nothing touched the request, no key evicted)",
+                       "rank and group), but %s: the hit was not taken (nothing touched the request, no key evicted)",
                        id, engine, q->store_hit[side], first);
             return;
         }
