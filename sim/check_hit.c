@@ -109,7 +109,7 @@ void chk_hit_end(sim_check *c) {
             c->v.res->armed[KV_INV_CACHE]++;
             if (q->first_computed[side] != CHK_NOT_SCHEDULED && q->first_computed[side] >= q->store_hit[side])
                 continue;
-            char first[64];
+            char first[96];
             if (q->first_computed[side] == CHK_NOT_SCHEDULED) snprintf(first, sizeof first, "it was never scheduled there");
             else snprintf(first, sizeof first, "its first schedule there started from %u computed tokens",
                           q->first_computed[side]);
