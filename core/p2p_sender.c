@@ -730,15 +730,20 @@ void kv_p2p_sender_free(kv_p2p_sender *s) {
     kv_release(s->w->env, s);
 }
 
+/* A pull could be refused now: no free pull slot, no free entry, or (only
+ * where the request-slot pool is capped below its bound, preq_pool_size)
+ * no free run for the largest pull. An uncapped pool always has a run for
+ * every pull its requests can make. */
 bool kv_p2p_sender_saturated(const kv_p2p_sender *s) {
     uint32_t free_pulls = 0, run = 0, best = 0, entries = 0;
     for (uint32_t i = 0; i < s->n_entries; i++) entries += s->key[i] != 0;
     for (uint32_t i = 0; i < SND_PULLS_MAX; i++) free_pulls += !s->pull[i].used;
-    for (uint32_t i = 0; i < s->n_preqs; i++) {
+    bool capped = s->n_preqs == SND_PREQS_MAX;
+    for (uint32_t i = 0; capped && i < s->n_preqs; i++) {
         run = s->preq_used[i] ? 0 : run + 1;
         if (run > best) best = run;
     }
-    return free_pulls == 0 || best < KV_PULL_REQS_MAX || entries == s->n_entries;
+    return free_pulls == 0 || (capped && best < KV_PULL_REQS_MAX) || entries == s->n_entries;
 }
 
 uint32_t kv_p2p_sender_state(const kv_p2p_sender *s) {

@@ -321,6 +321,67 @@ static void shared_prefix(uint8_t conn) {
                               .prefix_len = 96, .sequential = 1};
 }
 
+/* The store connector's state counts, which INV-LEAK reads at the end (no
+ * connector entry left), count what they hold: the scheduler half a slot
+ * per request it runs, the worker half a pin per save it holds. */
+static uint32_t seen_running, seen_running_counted;
+static bool watch_store_sched(void) {
+    const kv_engine *p = eng(0);
+    uint32_t running = 0;
+    for (uint64_t m = p->live; m; m &= m - 1) running += p->req[__builtin_ctzll(m)].r.status == KV_RS_RUNNING;
+    if (running) {
+        seen_running++;
+        seen_running_counted += kv_store_sched_state(&p->conn) >= running;
+    }
+    return false;
+}
+Test(assert_sim, store_sched_state_counts_its_requests) {
+    shared_prefix(KV_CONN_STORE);
+    brk = watch_store_sched;
+    seen_running = seen_running_counted = 0;
+    cr_assert_eq(sim_world_run(W, &C, NULL, &R), KV_OK);
+    cr_assert(!R.violated, "%s: %s", kv_inv_name(R.inv), R.detail);
+    cr_assert_geq(seen_running, 1, "no fill while P ran a request");
+    cr_expect_eq(seen_running_counted, seen_running, "P ran requests at %u fills, its store scheduler counted them at %u",
+                 seen_running, seen_running_counted);
+}
+
+static uint32_t seen_pinned, seen_pinned_counted;
+static bool watch_store_pins(void) {
+    uint32_t pins = shim_store_worker_pins(rank0(0));
+    if (pins) {
+        seen_pinned++;
+        seen_pinned_counted += kv_store_worker_state(&rank0(0)->conn) >= pins;
+    }
+    return false;
+}
+Test(assert_sim, store_worker_state_counts_its_pins) {
+    shared_prefix(KV_CONN_STORE);
+    at_read = true;
+    brk = watch_store_pins;
+    seen_pinned = seen_pinned_counted = 0;
+    cr_assert_eq(sim_world_run(W, &C, NULL, &R), KV_OK);
+    cr_assert(!R.violated, "%s: %s", kv_inv_name(R.inv), R.detail);
+    cr_assert_geq(seen_pinned, 1, "no read while rank 0 of P held a pin");
+    cr_expect_eq(seen_pinned_counted, seen_pinned, "rank 0 held pins at %u reads, its store worker counted them at %u",
+                 seen_pinned, seen_pinned_counted);
+}
+
+/* The probe behind INV-OUTCOME's "P2P table full" cause, read after every
+ * sender event: could a pull be refused now? A request-slot pool below its
+ * cap is sized so that every pull its engine's requests can make fits
+ * (preq_pool_size), so a fresh sender is not saturated whatever its size;
+ * it is once every pull slot is taken, not while one is free. (Before, the
+ * sender of an engine of one or two requests always read as saturated, and
+ * the cause excused every live request of the run.) */
+Test(assert_probe, sender_saturated_only_when_a_pull_could_be_refused) {
+    for (uint32_t r = 1; r <= KV_ENGINE_REQS_MAX; r *= 2)
+        cr_expect_not(shim_p2p_sender_saturated_as_built(r, 0), "reqs_max %u", r);
+    cr_expect_not(shim_p2p_sender_saturated_as_built(2, 1u));
+    cr_expect_not(shim_p2p_sender_saturated_as_built(2, 0x7fffffffu));
+    cr_expect(shim_p2p_sender_saturated_as_built(2, 0xffffffffu));
+}
+
 /* -- engine scheduler -- */
 
 /* Invariant function, cheap tier (E4): a step in flight with no result to
@@ -616,6 +677,26 @@ Test(assert_wire, encoded_ok_holds_for_the_encoder_and_fails_for_other_frames) {
     cr_expect(kv_wire_encoded_ok(&msg, frame, len));
 #ifdef KVCONN_CHECKED
     msg.u.store.status = 1;
+    cr_expect_not(kv_wire_encoded_ok(&msg, frame, len));
+#endif
+
+    kv_wire_msg_reset(&msg, KV_WIRE_STORE_EXIST_REPLY); /* a reply's flags are what it carries */
+    msg.u.store = (kv_wire_store){.seq = 3, .n = 2};
+    msg.u.store.flag[0] = 1;
+    len = encode();
+    cr_expect(kv_wire_encoded_ok(&msg, frame, len));
+#ifdef KVCONN_CHECKED
+    msg.u.store.flag[0] = 0; /* the frame says 1 */
+    cr_expect_not(kv_wire_encoded_ok(&msg, frame, len));
+#endif
+
+    kv_wire_msg_reset(&msg, KV_WIRE_STORE_EXIST); /* a request's keys are what it carries */
+    msg.u.store = (kv_wire_store){.seq = 4, .n = 1};
+    msg.u.store.key[0] = (kv_store_key){.hash = 0x99, .heads = 2};
+    len = encode();
+    cr_expect(kv_wire_encoded_ok(&msg, frame, len));
+#ifdef KVCONN_CHECKED
+    msg.u.store.key[0].hash = 0x98;
     cr_expect_not(kv_wire_encoded_ok(&msg, frame, len));
 #endif
 

@@ -21,3 +21,11 @@ bool shim_store_worker_duplicate_pin(kv_worker *w) {
     }
     return false;
 }
+
+/* Pins the rank's store worker holds now. */
+uint32_t shim_store_worker_pins(const kv_worker *w) {
+    const store_worker *c = w->conn.self;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < KV_ENGINE_REQS_MAX; i++) n += c->pin[i].used;
+    return n;
+}

@@ -22,6 +22,9 @@ kv_p2p_receiver *shim_p2p_receiver(const kv_worker *w);
 void shim_p2p_worker_forget_sender_actor(kv_worker *w);      /* K1 */
 /* shim_p2p_sender.c */
 void shim_p2p_sender_leak_request_slot(kv_p2p_sender *s);    /* S5 */
+/* the checker's "a pull could be refused" probe on a fresh sender of an
+ * engine of reqs_max requests, pull slot i taken for bit i of pulls_used */
+bool shim_p2p_sender_saturated_as_built(uint32_t reqs_max, uint32_t pulls_used);
 /* shim_p2p_receiver.c */
 void shim_p2p_receiver_orphan_request(kv_p2p_receiver *r);   /* R4 */
 void shim_p2p_receiver_unterminated_addr(kv_p2p_receiver *r);/* C1-C3: our own pull cannot encode */
@@ -34,6 +37,7 @@ kv_store_sender *shim_store_sender(const kv_worker *w);
 kv_store_receiver *shim_store_receiver(const kv_worker *w);
 kv_store_lookup *shim_store_lookup(const kv_worker *w);      /* rank 0 */
 bool shim_store_worker_duplicate_pin(kv_worker *w);          /* V2 */
+uint32_t shim_store_worker_pins(const kv_worker *w);
 /* shim_store_sender.c, shim_store_receiver.c, shim_store_lookup.c: busy
  * flipped, so it no longer matches the channel's operation in flight */
 void shim_store_sender_flip_busy(kv_store_sender *s);        /* X2 */
