@@ -367,6 +367,31 @@ Test(assert_sim, store_worker_state_counts_its_pins) {
                  seen_pinned, seen_pinned_counted);
 }
 
+/* The pool's tags, which INV-CONSERVE sums and the pool report splits:
+ * P's blocks held for D are pinned, D's blocks a pull writes are in
+ * flight. Request 1 is held on P for many of D's decode steps (as above). */
+static uint32_t max_pinned_p, max_inflight_d;
+static bool watch_tags(void) {
+    kv_pool_report r;
+    kv_pool_report_get(&eng(0)->pool[0], &r);
+    if (r.pinned > max_pinned_p) max_pinned_p = r.pinned;
+    kv_pool_report_get(&eng(1)->pool[0], &r);
+    if (r.inflight > max_inflight_d) max_inflight_d = r.inflight;
+    return false;
+}
+Test(assert_sim, pool_report_splits_held_blocks_by_what_holds_them) {
+    C.pool_blocks_d = 8;
+    C.n_reqs = 2;
+    C.req[0] = (sim_req_plan){.at_ns = 1000000, .prompt_len = 40, .max_tokens = 60};
+    C.req[1] = (sim_req_plan){.at_ns = 2000000, .prompt_len = 90, .max_tokens = 2};
+    max_pinned_p = max_inflight_d = 0;
+    brk = watch_tags;
+    cr_assert_eq(sim_world_run(W, &C, NULL, &R), KV_OK);
+    cr_assert(!R.violated, "%s: %s", kv_inv_name(R.inv), R.detail);
+    cr_expect_geq(max_pinned_p, 6, "P's held request 1 (90 tokens, 6 blocks) is pinned (at most %u)", max_pinned_p);
+    cr_expect_gt(max_inflight_d, 0, "D's blocks for a pull in flight are tagged in flight");
+}
+
 /* The probe behind INV-OUTCOME's "P2P table full" cause, read after every
  * sender event: could a pull be refused now? A request-slot pool below its
  * cap is sized so that every pull its engine's requests can make fits
