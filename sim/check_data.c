@@ -32,16 +32,24 @@ static const char *group_kind(uint8_t k) {
  * also blind this check: head h of group g holds words kv_mix64(key ^ k),
  * k < head_bytes / 8, little-endian, with key = digest ^ g << 48 ^ h << 32,
  * and a partial last word's low bytes of kv_mix64(key ^ k). */
+static uint64_t load_le64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (uint32_t i = 8; i-- > 0;) v = v << 8 | p[i];
+    return v;
+}
+
 static bool ref_block_ok(const uint8_t *have, uint64_t digest, uint32_t g, uint32_t head_lo, uint32_t head_hi,
                          uint32_t head_bytes) {
     for (uint32_t h = head_lo; h < head_hi; h++) {
         uint64_t key = digest ^ (uint64_t)g << 48 ^ (uint64_t)h << 32;
         const uint8_t *b = have + (size_t)(h - head_lo) * head_bytes;
-        for (uint32_t j = 0; j < head_bytes; j += 8) {
-            uint64_t v = kv_mix64(key ^ (j / 8u));
-            for (uint32_t i = j; i < j + 8u && i < head_bytes; i++)
-                if (b[i] != (uint8_t)(v >> (8u * (i - j)))) return false;
-        }
+        uint32_t j = 0;
+        for (; j + 8u <= head_bytes; j += 8) /* whole words */
+            if (load_le64(b + j) != kv_mix64(key ^ (j / 8u))) return false;
+        if (j == head_bytes) continue;
+        uint64_t v = kv_mix64(key ^ (j / 8u)); /* a partial last word: its low bytes */
+        for (uint32_t i = j; i < head_bytes; i++)
+            if (b[i] != (uint8_t)(v >> (8u * (i - j)))) return false;
     }
     return true;
 }

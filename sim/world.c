@@ -78,7 +78,8 @@ struct sim_world {
     uint32_t net_off[NET_EVENTS_MAX];
     uint8_t net_buf[1u << 20];
     uint8_t net_msg[sizeof(kvt_event) + KV_WIRE_MAX]; /* one event + its ctrl bytes, being posted */
-    kv_status net_error;  /* a network event could not be delivered (simulator limit) */
+    kv_status net_error;  /* a network event could not be delivered (simulator limit), or a
+                           * fault could not be applied (KV_ESTATE) */
 };
 
 /* ---- env ------------------------------------------------------------------ */
@@ -508,12 +509,21 @@ static void restart_engine(sim_world *w, uint32_t i, bool silent) {
     post_engine(w, KV_M_PROXY_ENGINE_UP, i, w->eng[i]->sched_actor);
 }
 
+/* A sender fault reaches every rank's P2P sender of P engine p. A live
+ * engine whose connector has a P2P half and a rank without a sender to
+ * reach is the world's error, not a fault that happened: the checker would
+ * excuse what it never did (a simulator error, exit 5). */
 static void post_fault_to_senders(sim_world *w, uint32_t p, uint32_t kind) {
-    kv_engine *e = w->eng[p % w->cfg->n_p];
+    uint32_t i = p % w->cfg->n_p;
+    kv_engine *e = w->eng[i];
     kv_m_fault f = {.kind = kind};
     for (uint32_t r = 0; r < e->cfg.tp; r++) {
         uint32_t a = kv_conn_worker_p2p_actor(&e->worker[r]->conn);
         if (a != KV_ACTOR_NONE) kv_rt_post(sim_rt_iface(w->rt), a, KV_M_FAULT, &f, sizeof f);
+        else if (e->conn_kind != KV_CONN_STORE && !w->down[i]) {
+            kv_logf(&w->env, KV_LOG_ERROR, "world: engine %u rank %u has a P2P connector but no sender to fault", i, r);
+            w->net_error = KV_ESTATE;
+        }
     }
 }
 
