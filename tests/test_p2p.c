@@ -207,6 +207,24 @@ Test(p2p, receive_timeout_fails_the_load_exactly_once) {
     cr_assert_geq(R.requests_error, 1);
 }
 
+/* D's receive timeout counts from P's last response, not from the pull (as
+ * vLLM re-arms it on every response): five requests arrive together and
+ * go to P in one pull; P answers CONTINUE as each turns ready, its prefill
+ * a budget at a time, so the whole answer takes longer than D's 20 ms
+ * timeout while no gap between two responses does. Every request ends ok.
+ * (D's timeout shorter than P's ready wait: the two are configured apart.) */
+Test(p2p, receive_timeout_counts_from_the_last_response) {
+    C.recv_timeout_ns = 20000000;
+    C.pool_blocks_d = 256;
+    C.n_reqs = 6;
+    C.req[0] = (sim_req_plan){.at_ns = 1000000, .prompt_len = 40, .max_tokens = 60};
+    C.req[1] = (sim_req_plan){.at_ns = 20000000, .prompt_len = 20, .max_tokens = 2};
+    for (uint32_t i = 2; i < 6; i++) C.req[i] = (sim_req_plan){.at_ns = 20000000, .prompt_len = 400, .max_tokens = 2};
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_ok, 6, "%u ok, %u errors", (unsigned)R.requests_ok, (unsigned)R.requests_error);
+}
+
 Test(p2p, seed000_err_early_return_timeout_path_also_leaks) {
     reqs(2, 90, 3);
     C.n_faults = 1;
