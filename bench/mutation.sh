@@ -270,11 +270,12 @@ if [ "$fuzz" = 1 ]; then
   log "baseline fuzz_scenario: clean in $FUZZ_S s ($(sed -n 's/^stat::number_of_executed_units: *//p' "$out/baseline/fuzz/fuzz.log") runs)"
 fi
 
-run_unit() { # LOGDIR: runs UNIT_TESTS; prints "clean" or "unit:TEST" (the first that failed)
+run_unit() { # LOGDIR: runs UNIT_TESTS from the scratch tree (test_corpus reads corpus/); prints "clean" or
+            # "unit:TEST" (the first that failed)
   local d=$1 t rc
   for t in "${UNIT_TESTS[@]}"; do
     rc=0
-    (cd "$d" && env -u KVCONN_BUG -u KVCONN_DB timeout -k 5 120 "${NICE[@]}" "$UBUILD/bin/$t" > "$d/unit-$t.log" 2>&1) || rc=$?
+    (cd "$SRC" && env -u KVCONN_BUG -u KVCONN_DB timeout -k 5 120 "${NICE[@]}" "$UBUILD/bin/$t" > "$d/unit-$t.log" 2>&1) || rc=$?
     if [ "$rc" != 0 ]; then echo "unit:$t"; return; fi
     rm -f "$d/unit-$t.log"
   done
