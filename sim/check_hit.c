@@ -1,5 +1,6 @@
 /* sim/check_hit.c — INV-CACHE, the lookup half: a store hit that was there
- * when a request arrived is taken, loaded and not recomputed.
+ * when a request arrived is taken, loaded and not recomputed; and KV a D
+ * pulled from P is used, not recomputed.
  *
  * The reference model is the store itself (sim/sim_store.h), read when a
  * request arrives at the scheduler of an engine with a store connector:
@@ -13,6 +14,11 @@
  * least k blocks; whichever connector then supplies the tokens (the store,
  * the P2P pull, the local prefix cache), the request's first schedule
  * there starts with at least k * block_size tokens already computed.
+ *
+ * The same for a D whose P2P connector is asked first (p2p, or a
+ * MultiConnector with p2p first): it pulls the whole prompt from P (all but
+ * the last token with a recurrent group), so its first schedule starts from
+ * prompt - 1 tokens computed (vLLM computes the last token again).
  *
  * Judged for the requests that nothing touched (INV-OUTCOME's causes: no
  * fault, no store eviction, no refusal, no mixed connectors, none while
@@ -51,7 +57,15 @@ void chk_hit_arrive(sim_check *c, uint32_t engine, const kv_msg *m) {
     uint32_t side = engine >= c->v.cfg->n_p, bs = e->cfg.block_size;
     chk_req *q = &c->req[s.id];
     q->store_hit[side] = 0;
+    q->hit_from_p[side] = 0;
     q->first_computed[side] = CHK_NOT_SCHEDULED;
+    /* a D whose P2P connector is asked first pulls the whole prompt (all
+     * but its last token with a recurrent group) and computes from N - 1 */
+    if (side == 1 && s.prompt_len > 1 && (e->conn_kind == KV_CONN_P2P || e->conn_kind == KV_CONN_MULTI_P2P_STORE)) {
+        q->store_hit[side] = s.prompt_len - 1u;
+        q->hit_from_p[side] = 1;
+        return;
+    }
     if (!c->v.store || !kv_conn_kind_has_store(e->conn_kind) || !bs || s.prompt_len <= bs) return;
     uint32_t max_k = (s.prompt_len - 1u) / bs;
     if (max_k > KV_REQ_BLOCKS_MAX) max_k = KV_REQ_BLOCKS_MAX;
@@ -113,10 +127,17 @@ void chk_hit_end(sim_check *c) {
             if (q->first_computed[side] == CHK_NOT_SCHEDULED) snprintf(first, sizeof first, "it was never scheduled there");
             else snprintf(first, sizeof first, "its first schedule there started from %u computed tokens",
                           q->first_computed[side]);
-            kv_violate(c->v.env, KV_INV_CACHE, engine, id,
-                       "request %u arrived at engine %u when the store held a hit of %u tokens of its prompt (every "
-                       "rank and group), but %s: the hit was not taken (nothing touched the request, no key evicted)",
-                       id, engine, q->store_hit[side], first);
+            if (q->hit_from_p[side])
+                kv_violate(c->v.env, KV_INV_CACHE, engine, id,
+                           "request %u was pulled from P by engine %u, which should then compute it from %u tokens, but "
+                           "%s: what was pulled was not used (nothing touched the request)",
+                           id, engine, q->store_hit[side], first);
+            else
+                kv_violate(c->v.env, KV_INV_CACHE, engine, id,
+                           "request %u arrived at engine %u when the store held a hit of %u tokens of its prompt (every "
+                           "rank and group), but %s: the hit was not taken (nothing touched the request, no key "
+                           "evicted)",
+                           id, engine, q->store_hit[side], first);
             return;
         }
     }

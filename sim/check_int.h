@@ -51,7 +51,10 @@ typedef struct chk_req {
     kv_tokens p_tokens;     /* its tokens and prompt as P got them (ADD_REQ) */
     uint32_t p_prompt;
     bool produced;          /* ended ok on a P engine that saves to the store */
-    uint32_t store_hit[2];      /* [P, D]: tokens the store held of its prompt at arrival (check_hit.c) */
+    uint32_t store_hit[2];      /* [P, D]: tokens its first schedule must start from (check_hit.c): what
+                                 * the store held of its prompt at arrival, or on a D that pulls
+                                 * from P, all but the last token */
+    uint8_t hit_from_p[2];      /* ... and that second reason applies */
     uint32_t first_computed[2]; /* [P, D]: computed tokens its first schedule there started from */
 } chk_req;
 
