@@ -56,13 +56,13 @@ void chk_hit_arrive(sim_check *c, uint32_t engine, const kv_msg *m) {
     const kv_engine *e = c->v.eng[engine];
     uint32_t side = engine >= c->v.cfg->n_p, bs = e->cfg.block_size;
     chk_req *q = &c->req[s.id];
-    q->store_hit[side] = 0;
+    q->hit_expected[side] = 0;
     q->hit_from_p[side] = 0;
     q->first_computed[side] = CHK_NOT_SCHEDULED;
     /* a D whose P2P connector is asked first pulls the whole prompt (all
      * but its last token with a recurrent group) and computes from N - 1 */
     if (side == 1 && s.prompt_len > 1 && (e->conn_kind == KV_CONN_P2P || e->conn_kind == KV_CONN_MULTI_P2P_STORE)) {
-        q->store_hit[side] = s.prompt_len - 1u;
+        q->hit_expected[side] = s.prompt_len - 1u;
         q->hit_from_p[side] = 1;
         return;
     }
@@ -75,7 +75,7 @@ void chk_hit_arrive(sim_check *c, uint32_t engine, const kv_msg *m) {
     for (uint32_t g = 0; g < e->cfg.n_groups; g++) kv_store_hashes(&dm, g, max_k, hash[g]);
     for (uint32_t k = max_k; k > 0; k--)
         if (store_holds(c, e, hash, k)) {
-            q->store_hit[side] = k * bs;
+            q->hit_expected[side] = k * bs;
             return;
         }
 }
@@ -118,10 +118,10 @@ void chk_hit_end(sim_check *c) {
         const kv_proxy_req *pr = kv_proxy_slot(p, id);
         if (q->causes || !pr->used || pr->id != id || pr->outcome != KV_OUT_OK) continue;
         for (uint32_t side = 0; side < 2; side++) {
-            if (!q->store_hit[side]) continue;
+            if (!q->hit_expected[side]) continue;
             uint32_t engine = side ? chk_d_of(c, id) : chk_p_of(c, id);
             c->v.res->armed[KV_INV_CACHE]++;
-            if (q->first_computed[side] != CHK_NOT_SCHEDULED && q->first_computed[side] >= q->store_hit[side])
+            if (q->first_computed[side] != CHK_NOT_SCHEDULED && q->first_computed[side] >= q->hit_expected[side])
                 continue;
             char first[96];
             if (q->first_computed[side] == CHK_NOT_SCHEDULED) snprintf(first, sizeof first, "it was never scheduled there");
@@ -131,13 +131,13 @@ void chk_hit_end(sim_check *c) {
                 kv_violate(c->v.env, KV_INV_CACHE, engine, id,
                            "request %u was pulled from P by engine %u, which should then compute it from %u tokens, but "
                            "%s: what was pulled was not used (nothing touched the request)",
-                           id, engine, q->store_hit[side], first);
+                           id, engine, q->hit_expected[side], first);
             else
                 kv_violate(c->v.env, KV_INV_CACHE, engine, id,
                            "request %u arrived at engine %u when the store held a hit of %u tokens of its prompt (every "
                            "rank and group), but %s: the hit was not taken (nothing touched the request, no key "
                            "evicted)",
-                           id, engine, q->store_hit[side], first);
+                           id, engine, q->hit_expected[side], first);
             return;
         }
     }

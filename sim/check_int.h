@@ -51,7 +51,7 @@ typedef struct chk_req {
     kv_tokens p_tokens;     /* its tokens and prompt as P got them (ADD_REQ) */
     uint32_t p_prompt;
     bool produced;          /* ended ok on a P engine that saves to the store */
-    uint32_t store_hit[2];      /* [P, D]: tokens its first schedule must start from (check_hit.c): what
+    uint32_t hit_expected[2];   /* [P, D]: tokens its first schedule must start from (check_hit.c): what
                                  * the store held of its prompt at arrival, or on a D that pulls
                                  * from P, all but the last token */
     uint8_t hit_from_p[2];      /* ... and that second reason applies */
