@@ -335,15 +335,21 @@ static bool watch_store_sched(void) {
     }
     return false;
 }
-Test(assert_sim, store_sched_state_counts_its_requests) {
-    shared_prefix(KV_CONN_STORE);
-    brk = watch_store_sched;
-    seen_running = seen_running_counted = 0;
+/* Runs the scenario clean with watcher w (at fills, or at reads), which
+ * counts the moments something was held (*seen) and those at which the
+ * state count it reads covered it (*counted): every one must. */
+static void expect_counted(breaker w, bool reads, const uint32_t *seen, const uint32_t *counted, const char *what) {
+    at_read = reads;
+    brk = w;
     cr_assert_eq(sim_world_run(W, &C, NULL, &R), KV_OK);
     cr_assert(!R.violated, "%s: %s", kv_inv_name(R.inv), R.detail);
-    cr_assert_geq(seen_running, 1, "no fill while P ran a request");
-    cr_expect_eq(seen_running_counted, seen_running, "P ran requests at %u fills, its store scheduler counted them at %u",
-                 seen_running, seen_running_counted);
+    cr_assert_geq(*seen, 1, "%s: the scenario never held any", what);
+    cr_expect_eq(*counted, *seen, "%s held at %u moments, counted at %u", what, *seen, *counted);
+}
+Test(assert_sim, store_sched_state_counts_its_requests) {
+    shared_prefix(KV_CONN_STORE);
+    seen_running = seen_running_counted = 0;
+    expect_counted(watch_store_sched, false, &seen_running, &seen_running_counted, "P's running requests");
 }
 
 static uint32_t seen_pinned, seen_pinned_counted;
@@ -357,14 +363,8 @@ static bool watch_store_pins(void) {
 }
 Test(assert_sim, store_worker_state_counts_its_pins) {
     shared_prefix(KV_CONN_STORE);
-    at_read = true;
-    brk = watch_store_pins;
     seen_pinned = seen_pinned_counted = 0;
-    cr_assert_eq(sim_world_run(W, &C, NULL, &R), KV_OK);
-    cr_assert(!R.violated, "%s: %s", kv_inv_name(R.inv), R.detail);
-    cr_assert_geq(seen_pinned, 1, "no read while rank 0 of P held a pin");
-    cr_expect_eq(seen_pinned_counted, seen_pinned, "rank 0 held pins at %u reads, its store worker counted them at %u",
-                 seen_pinned, seen_pinned_counted);
+    expect_counted(watch_store_pins, true, &seen_pinned, &seen_pinned_counted, "rank 0's store pins");
 }
 
 /* The pool's tags, which INV-CONSERVE sums and the pool report splits:
