@@ -63,6 +63,7 @@ void sim_check_event(sim_check *c, uint32_t actor, const kv_msg *m) {
         /* Pools change only on their engine's scheduler actor (the owner). */
         chk_pool_event(c, a->engine);
         if (m->kind == KV_M_STEP_RESULT) chk_hold_sched(c, a->engine);
+        if (m->kind == KV_M_ABORT) chk_stray_abort(c, a->engine, m);
         if (m->kind == KV_M_ADD_REQ) {
             chk_cache_arrive(c, a->engine, m);
             chk_saved_arrive(c, a->engine, m);
