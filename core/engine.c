@@ -9,8 +9,11 @@
  *
  * Simplifications, each deliberate:
  *  - prefix caching uses group 0 (full attention) hashes; sliding-window
- *    groups need their window blocks cached too; mamba-like groups hold one
- *    state block per request that is never shared;
+ *    groups need their window blocks cached too; a mamba-like group keeps
+ *    its state in the block at the table's last position (a new block
+ *    when the table grows, the old one freed after the step that read it),
+ *    and a state that ends exactly at a block boundary is cached there, so
+ *    a hit of k blocks takes the state after them;
  *  - a step's tokens are computed when the step is scheduled (vLLM's
  *    _update_after_schedule), and outputs arrive with STEP_RESULT;
  *  - progress rules vLLM's loop lacks (each found as a stall by the
@@ -63,8 +66,6 @@ _Static_assert(KV_DIGEST_MEMO_BLOCKS >= KV_REQ_BLOCKS_MAX, "a digest memo covers
 #define ENG_VIOLATE(e, inv, req, ...) kv_violate((e)->env, (inv), (e)->cfg.index, (req), __VA_ARGS__)
 #define ENG_ASSERT(e, cond, ...) KV_ASSERT((e)->env, (e)->cfg.index, cond, __VA_ARGS__)
 #define ENG_ASSERT_CHECKED(e, cond, ...) KV_ASSERT_CHECKED((e)->env, (e)->cfg.index, cond, __VA_ARGS__)
-
-static uint32_t r_max(uint32_t a, uint32_t b) { return a > b ? a : b; }
 
 /* ---- request table ---------------------------------------------------- */
 
@@ -139,19 +140,12 @@ static void free_blocks(kv_engine *e, kv_sreq *s) {
     forget_cached(s);
 }
 
-/* The one real block of a mamba-like group (its state), or the null block. */
-static uint32_t mamba_state(const kv_block_table *t, uint32_t g) {
-    for (uint32_t i = 0; i < t->n[g]; i++)
-        if (t->id[g][i] != KV_NULL_BLOCK) return t->id[g][i];
-    return KV_NULL_BLOCK;
-}
-
 /* Blocks each group must add so the table covers `upto` tokens. */
 static uint32_t blocks_needed(const kv_engine *e, const kv_sreq *s, uint32_t g, uint32_t upto) {
     uint32_t want = kv_cdiv(upto, e->cfg.block_size);
     uint32_t have = s->r.blocks.n[g];
     if (want <= have) return 0;
-    if (e->cfg.group[g].kind == KV_GROUP_MAMBA) return mamba_state(&s->r.blocks, g) == KV_NULL_BLOCK ? 1u : 0u;
+    if (e->cfg.group[g].kind == KV_GROUP_MAMBA) return 1u; /* the new last position's state */
     return want - have;
 }
 
@@ -169,10 +163,10 @@ static bool alloc_upto(kv_engine *e, kv_sreq *s, uint32_t upto) {
          * fails now would leave the table half grown */
         kv_status st = KV_OK;
         if (e->cfg.group[g].kind == KV_GROUP_MAMBA) {
-            uint32_t state = mamba_state(t, g);
-            if (state == KV_NULL_BLOCK) st = kv_pool_alloc(&e->pool[g], 1, &state);
-            for (uint32_t i = 0; i < want; i++) t->id[g][i] = KV_NULL_BLOCK;
-            t->id[g][want - 1] = state; /* one state block, moved to the tail */
+            /* the step writes its state into a new block at the last
+             * position, reading the one it continues from at the old last */
+            for (uint32_t i = have; i + 1 < want; i++) t->id[g][i] = KV_NULL_BLOCK;
+            st = kv_pool_alloc(&e->pool[g], 1, &t->id[g][want - 1]);
         } else {
             st = kv_pool_alloc(&e->pool[g], want - have, &t->id[g][have]);
         }
@@ -183,11 +177,15 @@ static bool alloc_upto(kv_engine *e, kv_sreq *s, uint32_t upto) {
     return true;
 }
 
-/* remove_skipped_blocks: sliding-window blocks wholly outside the window. */
+/* remove_skipped_blocks: sliding-window blocks wholly outside the window;
+ * a mamba-like group's blocks before the one holding the current state. */
 static void remove_skipped(kv_engine *e, kv_sreq *s) {
     for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
-        if (e->cfg.group[g].kind != KV_GROUP_SLIDING) continue;
-        uint32_t dead = kv_sw_dead_blocks(s->r.num_computed, e->cfg.group[g].window, e->cfg.block_size);
+        uint32_t tail = kv_cdiv(s->r.num_computed, e->cfg.block_size);
+        uint32_t dead = e->cfg.group[g].kind == KV_GROUP_SLIDING
+                            ? kv_sw_dead_blocks(s->r.num_computed, e->cfg.group[g].window, e->cfg.block_size)
+                        : e->cfg.group[g].kind == KV_GROUP_MAMBA && tail ? tail - 1u
+                                                                         : 0u;
         for (uint32_t i = 0; i < dead && i < s->r.blocks.n[g]; i++) {
             uint32_t *id = &s->r.blocks.id[g][i];
             if (*id == KV_NULL_BLOCK) continue;
@@ -197,7 +195,8 @@ static void remove_skipped(kv_engine *e, kv_sreq *s) {
     }
 }
 
-/* Cache every full block of tokens [0, upto) in full and sliding groups;
+/* Cache every full block of tokens [0, upto) in full and sliding groups,
+ * and a mamba-like group's state when it is the one after exactly upto;
  * positions cached by an earlier call are not hashed again (a block, once
  * full, never changes; the count restarts when the request loses its
  * blocks: forget_cached). */
@@ -209,10 +208,14 @@ static void cache_blocks(kv_engine *e, kv_sreq *s, uint32_t upto) {
                     upto, s->r.num_computed, s->cached_blocks))
         return;
     uint32_t full = upto / e->cfg.block_size;
+    /* a recurrent state exists only at the computed length: the one at the
+     * last full block when that is where the request stands */
+    bool state_at_full = upto == s->r.num_computed && upto == full * e->cfg.block_size;
     for (uint32_t pos = s->cached_blocks; pos < full && pos < KV_REQ_BLOCKS_MAX; pos++) {
         for (uint32_t g = 0; g < e->cfg.n_groups; g++) {
             uint64_t h = s->cache_parent[g] = kv_block_hash_m(&s->dm, s->cache_parent[g], pos, g);
-            if (e->cfg.group[g].kind == KV_GROUP_MAMBA || pos >= s->r.blocks.n[g]) continue;
+            if (pos >= s->r.blocks.n[g]) continue;
+            if (e->cfg.group[g].kind == KV_GROUP_MAMBA && !(state_at_full && pos + 1 == full)) continue;
             if (s->r.blocks.id[g][pos] != KV_NULL_BLOCK) kv_pool_cache(&e->pool[g], s->r.blocks.id[g][pos], h);
         }
         s->cached_blocks = pos + 1;
@@ -233,7 +236,7 @@ static bool hit_needs(const kv_engine *e, uint32_t g, uint32_t pos, uint32_t k) 
     switch ((kv_group_kind)e->cfg.group[g].kind) {
     case KV_GROUP_FULL: return true;
     case KV_GROUP_SLIDING: return pos + sw_blocks(e, g) >= k;
-    case KV_GROUP_MAMBA: return false;
+    case KV_GROUP_MAMBA: return pos + 1 == k; /* the state after the hit */
     }
     return true;
 }
@@ -462,11 +465,10 @@ static bool admit_new(kv_engine *e, kv_sreq *s, uint32_t budget, kv_match *m) {
     if (!ENG_ASSERT(e, hit + m->ext <= n, "engine %u request %u: local hit %u + external %u of %u tokens (connector %s)",
                     e->cfg.index, s->r.id, hit, m->ext, n, e->conn.ops->name))
         return false;
-    /* A remote load allocates the whole prompt, so D's table has P's length
-     * (P sends its last n blocks; vLLM's N-1 rule for mamba models would
-     * leave D one block short and shift every block by one position). */
-    uint32_t upto = m->load_async ? (m->alloc_prompt ? r_max(hit + m->ext, s->r.prompt_len) : hit + m->ext)
-                                  : hit + m->ext + (n - hit - m->ext < budget ? n - hit - m->ext : budget);
+    /* a remote load allocates what it loads: for a model with a recurrent
+     * group N - 1 tokens, which P computed (its connector truncated the
+     * prompt), so both tables have the same length */
+    uint32_t upto = m->load_async ? hit + m->ext : hit + m->ext + (n - hit - m->ext < budget ? n - hit - m->ext : budget);
     if (upto > n) upto = n;
     if (k) take_prefix_hit(e, s, k);
     if (!alloc_upto(e, s, upto > 0 ? upto : 1)) {
@@ -597,6 +599,7 @@ static bool release_waiting_holder(kv_engine *e, uint32_t from) {
         free_blocks(e, s);
         s->r.num_computed = 0;
         s->local_hit = 0;
+        s->gave_back = true;
         e->stats.recomputes++;
         return true;
     }
@@ -845,6 +848,7 @@ static void on_add(kv_engine *e, const kv_req_spec *sp) {
     s->r.blocks.n_groups = e->cfg.n_groups;
     s->tokens = sp->tokens;
     kv_digest_memo_init(&s->dm, &s->tokens, e->cfg.block_size, 0);
+    if (e->conn.ops->on_new_request) e->conn.ops->on_new_request(e->conn.self, &s->r);
     s->seq = e->next_seq++;
     set_phase(e, s);
     e->waiting[e->n_waiting++] = slot_of(e, s);
@@ -1117,6 +1121,8 @@ kv_status kv_engine_new(const kv_env *env, kv_rt *rt, const kv_engine_cfg *cfg, 
         cfg->n_groups > KV_GROUPS_MAX || !cfg->block_size || cfg->pool_blocks + 1 > KV_POOL_BLOCKS_MAX ||
         cfg->reqs_max > KV_ENGINE_REQS_MAX)
         return KV_EINVAL;
+    for (uint32_t g = 0; g < cfg->n_groups; g++) /* a recurrent state is read back from one whole word */
+        if (cfg->group[g].kind == KV_GROUP_MAMBA && cfg->head_bytes < 8u) return KV_EINVAL;
     kv_engine *e = kv_alloc(env, sizeof *e);
     if (!e) return KV_ENOMEM;
     e->env = env;

@@ -157,6 +157,7 @@ typedef struct kv_sreq {
     bool used;
     bool delay_free;        /* finished; blocks held until the connector is done */
     bool recv_failed;       /* a load of this request failed */
+    bool gave_back;         /* it gave its loaded KV back while waiting (release_waiting_holder) */
     uint32_t seq;           /* arrival order */
     uint32_t local_hit;     /* tokens from the local prefix cache at first schedule */
     uint32_t recv_votes;    /* ranks that reported finished_recving */

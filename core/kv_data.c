@@ -284,6 +284,41 @@ bool kv_verify_block(const uint8_t *have, const kv_tokens *t, uint32_t pos, uint
     return true;
 }
 
+/* ---- recurrent state: a chain over every token so far ---- */
+
+#define STATE_SEED 0x84222325cbf29ce4ull
+
+uint64_t kv_state_advance(const kv_tokens *t, uint64_t state, uint32_t from, uint32_t to) {
+    return chain(t, state, from, to);
+}
+
+uint64_t kv_state_digest(const kv_tokens *t, uint32_t n_tokens) { return chain(t, STATE_SEED, 0, n_tokens); }
+
+uint64_t kv_state_initial(void) { return STATE_SEED; }
+
+/* The inverse of a * x mod 2^64 for odd a (Newton: each step doubles the
+ * correct low bits, 3 to start). */
+static uint64_t inv_odd(uint64_t a) {
+    uint64_t x = a;
+    for (int i = 0; i < 5; i++) x *= 2u - a * x;
+    return x;
+}
+
+/* kv_mix64 undone, step by step (each xor-shift by s is undone by xoring
+ * the shifts by s, 2s, ... that stay inside the word). */
+static uint64_t unmix64(uint64_t y) {
+    y ^= (y >> 31) ^ (y >> 62);
+    y *= inv_odd(0x94d049bb133111ebull);
+    y ^= (y >> 27) ^ (y >> 54);
+    y *= inv_odd(0xbf58476d1ce4e5b9ull);
+    y ^= (y >> 30) ^ (y >> 60);
+    return y - 0x9e3779b97f4a7c15ull;
+}
+
+uint64_t kv_state_read(const uint8_t *block, uint32_t group, uint32_t head_lo) {
+    return unmix64(get_word(block)) ^ ((uint64_t)group << 48) ^ ((uint64_t)head_lo << 32);
+}
+
 /* ---- digest memo: one token digest per position, shared across groups ---- */
 
 void kv_digest_memo_init(kv_digest_memo *m, const kv_tokens *t, uint32_t block_size, uint32_t n_tokens) {
@@ -314,6 +349,12 @@ uint64_t kv_block_hash_m(kv_digest_memo *m, uint64_t parent, uint32_t pos, uint3
 }
 
 uint64_t kv_block_digest_m(kv_digest_memo *m, uint32_t pos) { return memo_digest(m, pos); }
+
+uint64_t kv_group_digest_m(kv_digest_memo *m, uint32_t pos, bool recurrent) {
+    if (!recurrent) return memo_digest(m, pos);
+    uint32_t end = (pos + 1) * m->block_size;
+    return kv_state_digest(m->t, m->n_tokens && m->n_tokens < end ? m->n_tokens : end);
+}
 
 void kv_fill_block_digest(uint8_t *out, uint64_t digest, uint32_t group, uint32_t head_lo, uint32_t head_hi,
                           uint32_t head_bytes) {

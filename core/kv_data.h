@@ -81,6 +81,23 @@ uint64_t kv_block_digest_grow(const kv_tokens *t, uint32_t pos, uint32_t block_s
                               kv_digest_run *run, bool valid);
 /* Gives the memo position pos's digest, computed elsewhere. */
 void kv_digest_memo_put(kv_digest_memo *m, uint32_t pos, uint64_t digest);
+/* A recurrent (mamba-like) group's state block holds the bytes of a state
+ * digest instead of a block digest: S(0) = kv_state_initial(), S(i + 1) =
+ * (S(i) ^ token i) * the FNV prime, a chain over every token of the request
+ * so far. The forward pass reads the state it continues from the block
+ * (kv_state_read: word 0 of the rank's first head, kv_mix64 undone), so a
+ * token folded twice, a token skipped or a state that is not the request's
+ * changes every later byte. Needs head_bytes >= 8 (one whole word). */
+uint64_t kv_state_initial(void);
+uint64_t kv_state_advance(const kv_tokens *t, uint64_t state, uint32_t from, uint32_t to);
+/* S(n_tokens) from the start. */
+uint64_t kv_state_digest(const kv_tokens *t, uint32_t n_tokens);
+/* The state digest whose bytes (group, heads from head_lo) block holds. */
+uint64_t kv_state_read(const uint8_t *block, uint32_t group, uint32_t head_lo);
+/* What position pos of a group holds: the block digest, or for a recurrent
+ * group the state after the tokens up to the block's end (the memo's
+ * n_tokens when that is sooner). */
+uint64_t kv_group_digest_m(kv_digest_memo *m, uint32_t pos, bool recurrent);
 /* The vector paths of the block bytes (and, with AVX-512, of token ids),
  * each giving the same values: chosen once per process from what the CPU
  * has. Tests force each one to compare them; kv_simd_force returns the path

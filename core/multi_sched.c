@@ -14,7 +14,8 @@
  *   request_finished every child is asked; n of them hold the blocks:
  *                    delay = n > 0, and n > 1 becomes a hold; the choice
  *                    is forgotten
- *   update_connector_output, on_message   forwarded to every child
+ *   update_connector_output, on_message,
+ *   on_new_request                          forwarded to every child
  * Invariants (multi_sched_invariants: M1-M2, O(1), on every hook's return
  * in every build; M3 walked after build in checked builds; INV-ASSERT,
  * core/assert.h):
@@ -184,6 +185,12 @@ static void on_message(void *self, const kv_msg *m) {
         if (c->child[i].ops->on_message) c->child[i].ops->on_message(c->child[i].self, m);
 }
 
+static void on_new_request(void *self, kv_req *r) {
+    multi_sched *c = self;
+    for (uint32_t i = 0; i < KV_MULTI_CHILDREN; i++)
+        if (c->child[i].ops->on_new_request) c->child[i].ops->on_new_request(c->child[i].self, r);
+}
+
 static const kv_conn_sched_ops multi_sched_ops = {
     .size = sizeof(kv_conn_sched_ops),
     .name = "multi",
@@ -193,6 +200,7 @@ static const kv_conn_sched_ops multi_sched_ops = {
     .request_finished = request_finished,
     .update_connector_output = update_output,
     .on_message = on_message,
+    .on_new_request = on_new_request,
 };
 
 kv_status kv_multi_sched_new(kv_engine *e, const kv_conn_kind kids[KV_MULTI_CHILDREN], kv_conn_sched *out) {

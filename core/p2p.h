@@ -26,7 +26,7 @@ typedef struct kv_p2p_pull {
     uint32_t remote_engine;
     kvt_addr bootstrap;
     kv_tokens tokens;           /* for verifying what arrives (INV-DATA) */
-    uint32_t prompt_len;
+    uint32_t prompt_len;        /* the tokens P computed: N - 1 with a recurrent group */
     uint32_t first_pos[KV_GROUPS_MAX]; /* request position of blocks.id[g][0] */
     kv_block_table blocks;      /* local destination blocks (may be empty) */
 } kv_p2p_pull;

@@ -118,6 +118,25 @@ static void sw_clip(const p2p_sched *c, const kv_block_table *in, uint32_t from,
     }
 }
 
+/* vLLM's N - 1 rule for a model with a recurrent group: P computes the
+ * prompt's state before its last token, D pulls that and computes the last
+ * token from it (the state after N tokens is not the one D's first decode
+ * step must continue from, and cannot be undone). D: the tokens it pulls. */
+static uint32_t remote_tokens(const p2p_sched *c, const kv_req *r) {
+    return is_mamba_model(c->e) && r->prompt_len > 1 ? r->prompt_len - 1u : r->prompt_len;
+}
+
+/* P: the prompt without its last token, and one token to generate (vLLM's
+ * _truncate_mamba_request_for_prefill; a request is added once, so it is
+ * truncated once). */
+static void on_new_request(void *self, kv_req *r) {
+    p2p_sched *c = self;
+    kv_owner_check(c->e->env, &c->owner, c->e->cfg.index);
+    if (!r->params.do_remote_decode || !is_mamba_model(c->e) || r->prompt_len <= 1) return;
+    r->prompt_len--;
+    r->max_tokens = 1;
+}
+
 static kv_status gnmt(void *self, const kv_req *r, uint32_t num_computed, kv_match *out) {
     p2p_sched *c = self;
     kv_owner_check(c->e->env, &c->owner, c->e->cfg.index);
@@ -127,11 +146,10 @@ static kv_status gnmt(void *self, const kv_req *r, uint32_t num_computed, kv_mat
              kv_req_status_name((kv_req_status)r->status), num_computed, kv_req_num_tokens(r));
     *out = (kv_match){.ready = true};
     if (!r->params.do_remote_prefill) return KV_OK;
-    uint32_t n = r->prompt_len - (is_mamba_model(c->e) ? 1u : 0u);
+    uint32_t n = remote_tokens(c, r);
     if (n > num_computed) {
         out->ext = n - num_computed;
         out->load_async = true;
-        out->alloc_prompt = true;
     }
     /* D never loads beyond the prompt P computed */
     Q_ASSERT(c, num_computed + out->ext <= r->prompt_len, "engine %u p2p GNMT(%u): %u computed + %u external > prompt %u",
@@ -150,7 +168,7 @@ static kv_p2p_pull *add_pull(p2p_sched *c, kv_req *r) {
     p->bootstrap = r->params.remote_bootstrap;
     p->tokens = (kv_tokens){.token_seed = r->token_seed, .prefix_group = r->prefix_group,
                             .prefix_len = r->prefix_len};
-    p->prompt_len = r->prompt_len;
+    p->prompt_len = remote_tokens(c, r); /* what P computed */
     p->blocks.n_groups = c->e->cfg.n_groups;
     return p;
 }
@@ -243,6 +261,7 @@ static const kv_conn_sched_ops p2p_sched_ops = {
     .build_connector_meta = build,
     .request_finished = request_finished,
     .update_connector_output = update_output,
+    .on_new_request = on_new_request,
 };
 
 kv_status kv_p2p_sched_new(kv_engine *e, kv_conn_sched *out) {

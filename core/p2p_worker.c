@@ -129,8 +129,8 @@ static void verify(p2p_worker *c, const kv_p2p_pull *p) {
             /* outside the window P no longer holds it: no content promised */
             if (id == KV_NULL_BLOCK || p->first_pos[g] + i < dead) continue;
             w->verified_blocks++;
-            if (kv_verify_block_m(kv_worker_kv(w, g, id), &dm, p->first_pos[g] + i, g, w->head_lo, w->head_hi,
-                                  w->cfg.head_bytes))
+            uint64_t want = kv_group_digest_m(&dm, p->first_pos[g] + i, w->cfg.group[g].kind == KV_GROUP_MAMBA);
+            if (kv_verify_block_digest(kv_worker_kv(w, g, id), want, g, w->head_lo, w->head_hi, w->cfg.head_bytes))
                 continue;
             kv_violate(w->env, KV_INV_DATA, w->cfg.index, p->d_req,
                        "request %u group %u block %u (position %u) rank %u: bytes differ from P's",

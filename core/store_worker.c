@@ -179,15 +179,21 @@ static void issue_save(store_worker *c, const kv_store_req_meta *rm) {
         for (uint32_t pos = from; pos < to && pos < rm->blocks.n[g]; pos++) {
             uint32_t id = rm->blocks.id[g][pos];
             /* what a later hit of `to` blocks needs: outside a sliding window
-             * or behind a mamba state nothing is kept */
-            if (id == KV_NULL_BLOCK || !kv_store_needs(cfg, g, pos, to)) continue;
+             * or behind a mamba state nothing is kept, and a mamba state only
+             * when it is the one after exactly `to` blocks: at the table's
+             * last position (the block before the last holds an older state
+             * until the step that read it is done) */
+            if (id == KV_NULL_BLOCK || !kv_store_needs(cfg, g, pos, to) ||
+                (cfg->group[g].kind == KV_GROUP_MAMBA && pos + 1 != rm->blocks.n[g]))
+                continue;
             if (id >= w->capacity) {
                 SW_VIOLATE(c, rm->id, "save of request %u: group %u block id %u out of range (pool %u)", rm->id, g, id,
                            w->capacity);
                 return;
             }
             const uint8_t *bytes = kv_worker_kv(w, g, id);
-            if (!kv_verify_block_m(bytes, &dm, pos, g, w->head_lo, w->head_hi, cfg->head_bytes)) {
+            uint64_t want = kv_group_digest_m(&dm, pos, cfg->group[g].kind == KV_GROUP_MAMBA);
+            if (!kv_verify_block_digest(bytes, want, g, w->head_lo, w->head_hi, cfg->head_bytes)) {
                 SW_VIOLATE(c, rm->id,
                            "save of request %u: group %u block %u (position %u) does not hold the request's KV "
                            "(saving blocks never computed)",
@@ -320,7 +326,8 @@ static void on_load_done(store_worker *c, const kv_m_store_load_done *d) {
                 continue;
             w->verified_blocks++;
             kv_worker_absorb(w, g, &id, 1); /* the store receiver wrote its host bytes */
-            if (kv_verify_block_m(kv_worker_kv(w, g, id), &dm, pos, g, w->head_lo, w->head_hi, cfg->head_bytes))
+            uint64_t want = kv_group_digest_m(&dm, pos, cfg->group[g].kind == KV_GROUP_MAMBA);
+            if (kv_verify_block_digest(kv_worker_kv(w, g, id), want, g, w->head_lo, w->head_hi, cfg->head_bytes))
                 continue;
             kv_violate(w->env, KV_INV_DATA, cfg->index, d->id,
                        "request %u group %u block %u (position %u) rank %u: bytes loaded from the store are not its KV",

@@ -37,6 +37,26 @@ static bool worker_invariants(const kv_worker *w) {
 }
 
 
+/* A recurrent group's state after the step: the state the block at the
+ * position of the last token before the step holds (what this request
+ * computed, pulled, loaded or hit before), with the step's tokens folded
+ * in; a request computing from its first token starts from the initial
+ * state. */
+static uint64_t next_state(kv_worker *w, const kv_step_req *q, uint32_t g, uint32_t end) {
+    uint64_t s = kv_state_initial();
+    if (q->computed_before) {
+        uint32_t pos = (q->computed_before - 1) / w->cfg.block_size;
+        uint32_t id = pos < q->blocks.n[g] ? q->blocks.id[g][pos] : KV_NULL_BLOCK;
+        /* the scheduler keeps that block until the step is done */
+        if (!WK_ASSERT(w, id != KV_NULL_BLOCK && id < w->capacity,
+                       "engine %u rank %u worker: request %u group %u: no state at position %u (block %u)",
+                       w->cfg.index, w->rank, q->id, g, pos, id))
+            return s;
+        s = kv_state_read(kv_worker_kv(w, g, id), g, w->head_lo);
+    }
+    return kv_state_advance(&q->tokens, s, q->computed_before, end);
+}
+
 /* Forward pass: rewrite every block the step's tokens touched. */
 static void forward(kv_worker *w, const kv_step *st) {
     uint32_t bs = w->cfg.block_size;
@@ -69,7 +89,8 @@ static void forward(kv_worker *w, const kv_step *st) {
                 if (!WK_ASSERT(w, id < w->capacity, "engine %u rank %u worker: request %u group %u position %u block %u of %u",
                                w->cfg.index, w->rank, q->id, g, pos, id, w->capacity))
                     continue;
-                f[n++] = (kv_kvmem_fill){.block = id, .group = g, .digest = kv_block_digest_m(&dm, pos)};
+                f[n++] = (kv_kvmem_fill){
+                    .block = id, .group = g, .digest = mamba ? next_state(w, q, g, end) : kv_block_digest_m(&dm, pos)};
             }
             if (n) w->mem->fill(w->memh[g], f, n);
         }

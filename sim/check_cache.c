@@ -15,8 +15,9 @@
  * takes a hit) must be at least the sum expected. The model does not follow
  * the pool's LRU, so it judges only engines where nothing could have taken a
  * cached block away or hidden it: prefix caching on; group 0 full attention
- * and no sliding-window group (a sliding group frees the blocks behind its
- * window, so a hit may legally be shorter); no block of any group evicted
+ * and no sliding-window or recurrent group (a sliding group frees the
+ * blocks behind its window, a recurrent one keeps a state only where a
+ * request stood at a block's end, so a hit may legally be shorter); no block of any group evicted
  * in the whole run; no crash of the engine (a new process starts empty). The
  * per-request detail of a violation names the requests whose hits the model
  * expected. */
@@ -49,7 +50,10 @@ void chk_cache_arrive(sim_check *c, uint32_t engine, const kv_msg *m) {
     if (s.id >= chk_n_reqs(c) || engine >= KV_ENGINES_MAX) return;
     const kv_engine *e = c->v.eng[engine];
     uint32_t side = engine >= c->v.cfg->n_p, bs = e->cfg.block_size, g = s.tokens.prefix_group;
-    if (g >= CHK_CACHE_GROUPS || !s.tokens.prefix_len || !s.prompt_len || !bs) return;
+    /* a model with a recurrent group hits only where a state was kept (a
+     * request stood exactly at that block's end): the model does not follow
+     * that, so such engines are not judged */
+    if (g >= CHK_CACHE_GROUPS || !s.tokens.prefix_len || !s.prompt_len || !bs || chk_recurrent(e)) return;
     uint32_t have = c->cache_have[engine][g], shared = have < s.tokens.prefix_len ? have : s.tokens.prefix_len;
     uint32_t blocks = shared / bs, cap = (s.prompt_len - 1u) / bs;
     if (cap > KV_REQ_BLOCKS_MAX) cap = KV_REQ_BLOCKS_MAX; /* a table's length */

@@ -10,7 +10,11 @@
  *   full attention   every position of the prefix, [0, cdiv(end, bs));
  *   sliding window   the positions holding the last `window` tokens,
  *                    [(end - window) / bs, cdiv(end, bs)) when end > window;
- *   recurrent        the state block, at the table's last position.
+ *   recurrent        the state block, at the table's last position: the
+ *                    state after every token so far, a chain the checker
+ *                    folds itself (ref_state), so a token folded twice or
+ *                    skipped, or a state that is not the request's (never
+ *                    pulled, loaded, or a stale block), shows.
  * A window clipped one block short or a group skipped is a violation even if
  * no later step reads the block. Checked once per request, engine and rank
  * (P's single token and D's first decode), after the worker's forward pass
@@ -54,6 +58,16 @@ static bool ref_block_ok(const uint8_t *have, uint64_t digest, uint32_t g, uint3
     return true;
 }
 
+/* The recurrent state after n tokens, by its definition (core/kv_data.h),
+ * not through the core's chain: S(0) is the seed, S(i + 1) = (S(i) ^ token
+ * i) * the 64-bit FNV prime. */
+#define REF_STATE_SEED 0x84222325cbf29ce4ull
+static uint64_t ref_state(const kv_tokens *t, uint32_t n) {
+    uint64_t s = REF_STATE_SEED;
+    for (uint32_t i = 0; i < n; i++) s = (s ^ kv_token(t, i)) * 0x100000001b3ull;
+    return s;
+}
+
 /* The first position of group g that the token after `end` computed tokens reads. */
 static uint32_t first_read(const kv_engine_cfg *cfg, uint32_t g, uint32_t end, uint32_t last) {
     const kv_group_cfg *gc = &cfg->group[g];
@@ -75,8 +89,10 @@ static void check_req(sim_check *c, kv_worker *w, uint32_t engine, const kv_step
             uint32_t id = pos < q->blocks.n[g] ? q->blocks.id[g][pos] : KV_NULL_BLOCK;
             const char *what = NULL;
             if (id == KV_NULL_BLOCK || id >= w->capacity) what = "has no block";
-            else if (!ref_block_ok(kv_worker_kv(w, g, id), kv_block_digest_m(&dm, pos), g, w->head_lo, w->head_hi,
-                                   cfg->head_bytes))
+            else if (!ref_block_ok(kv_worker_kv(w, g, id),
+                                   cfg->group[g].kind == KV_GROUP_MAMBA ? ref_state(&q->tokens, end)
+                                                                        : kv_block_digest_m(&dm, pos),
+                                   g, w->head_lo, w->head_hi, cfg->head_bytes))
                 what = "holds the wrong bytes";
             if (!what) continue;
             kv_violate(c->v.env, KV_INV_DATA, engine, q->id,

@@ -66,8 +66,9 @@ void chk_hit_arrive(sim_check *c, uint32_t engine, const kv_msg *m) {
         q->hit_from_p[side] = 1;
         return;
     }
-    if (!c->v.store || !kv_conn_kind_has_store(e->conn_kind) || !bs || s.prompt_len <= bs) return;
-    uint32_t max_k = (s.prompt_len - 1u) / bs;
+    uint32_t prompt = chk_prompt_on(c, engine, &s);
+    if (!c->v.store || !kv_conn_kind_has_store(e->conn_kind) || !bs || prompt <= bs) return;
+    uint32_t max_k = (prompt - 1u) / bs;
     if (max_k > KV_REQ_BLOCKS_MAX) max_k = KV_REQ_BLOCKS_MAX;
     uint64_t hash[KV_GROUPS_MAX][KV_REQ_BLOCKS_MAX];
     kv_digest_memo dm;
@@ -88,6 +89,12 @@ static uint32_t local_hit_of(const kv_engine *e, uint32_t id) {
     return UINT32_MAX;
 }
 
+static bool gave_back(const kv_engine *e, uint32_t id) {
+    for (uint32_t i = 0; i < e->cfg.reqs_max; i++)
+        if (e->req[i].used && e->req[i].r.id == id) return e->req[i].gave_back;
+    return false;
+}
+
 /* A step reached engine's rank 0: what each request scheduled for the
  * first time there started from (and the sweep's reach count of first
  * schedules whose local prefix hit is all but the last token). */
@@ -102,12 +109,17 @@ void chk_hit_execute(sim_check *c, uint32_t engine, uint32_t rank, const kv_msg 
         if (*first != CHK_NOT_SCHEDULED) continue;
         *first = r->computed_before;
         const kv_engine *e = c->v.eng[engine];
-        if (local_hit_of(e, r->id) != r->num_tokens - 1u) continue;
-        c->v.res->reach[SIM_R_HIT_ALL_BUT_ONE]++;
+        /* a waiting request that gave its loaded KV back to let running ones
+         * grow recomputes by the engine's rule: nothing to expect */
+        if (gave_back(e, r->id)) c->req[r->id].hit_expected[side] = 0;
         const kv_engine_cfg *cfg = &e->cfg;
         bool recurrent = false;
         for (uint32_t g = 0; g < cfg->n_groups; g++) recurrent |= cfg->group[g].kind == KV_GROUP_MAMBA;
-        c->v.res->reach[SIM_R_HIT_ALL_BUT_ONE_RECURRENT] += recurrent;
+        c->v.res->reach[SIM_R_RECURRENT_CONTINUED] += recurrent && r->computed_before > 0;
+        uint32_t hit = local_hit_of(e, r->id);
+        bool all_but_one = hit > 0 && hit == r->num_tokens - 1u;
+        c->v.res->reach[SIM_R_HIT_ALL_BUT_ONE] += all_but_one;
+        c->v.res->reach[SIM_R_HIT_ALL_BUT_ONE_RECURRENT] += all_but_one && recurrent;
     }
 }
 

@@ -103,6 +103,23 @@ static inline uint32_t chk_p_of(const sim_check *c, uint32_t id) { return c->v.c
 static inline uint32_t chk_d_of(const sim_check *c, uint32_t id) {
     return c->v.cfg->n_p + c->v.cfg->req[id].d_engine % c->v.cfg->n_d;
 }
+/* Does the engine's model have a recurrent (mamba-like) group? */
+static inline bool chk_recurrent(const kv_engine *e) {
+    for (uint32_t g = 0; g < e->cfg.n_groups; g++)
+        if (e->cfg.group[g].kind == KV_GROUP_MAMBA) return true;
+    return false;
+}
+/* The prompt an engine computes for a request that arrived with spec s, by
+ * vLLM's N - 1 rule: a P whose connector includes P2P, of a model with a
+ * recurrent group, prefilling for a decoder, computes all but the last token
+ * (D computes that one from the state P sends). */
+static inline uint32_t chk_prompt_on(const sim_check *c, uint32_t engine, const kv_req_spec *s) {
+    const kv_engine *e = c->v.eng[engine];
+    bool p2p = e->conn_kind == KV_CONN_P2P || e->conn_kind == KV_CONN_MULTI_P2P_STORE ||
+               e->conn_kind == KV_CONN_MULTI_STORE_P2P;
+    bool truncated = engine < c->v.cfg->n_p && p2p && s->params.do_remote_decode && chk_recurrent(e) && s->prompt_len > 1;
+    return s->prompt_len - (truncated ? 1u : 0u);
+}
 /* Marks request id touched by cause k. */
 void chk_touch(sim_check *c, uint32_t id, uint32_t cause);
 /* Adds n to the loads its causes may fail, saturating at CHK_UNBOUNDED. */

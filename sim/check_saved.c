@@ -91,7 +91,7 @@ void chk_saved_arrive(sim_check *c, uint32_t engine, const kv_msg *m) {
     memcpy(&s, m->payload, sizeof s);
     if (s.id >= chk_n_reqs(c)) return;
     c->req[s.id].p_tokens = s.tokens;
-    c->req[s.id].p_prompt = s.prompt_len;
+    c->req[s.id].p_prompt = chk_prompt_on(c, engine, &s);
 }
 
 /* A request ended on an engine: one that ended ok on a store producer

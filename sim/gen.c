@@ -199,6 +199,28 @@ static void gen_timeouts(sim_choice *c, sim_world_cfg *cfg) {
     cfg->recv_timeout_ns = cfg->abort_timeout_ns + (uint64_t)pick(c, 1, 100) * 100000ull;
 }
 
+/* Local prefix hits of all but the last token in one run of eight with
+ * prefix caching: about half the requests share one prefix of k whole
+ * blocks and are one token longer, so each after the first that ends ok on
+ * an engine finds k blocks there and computes one token (P), or needs
+ * nothing from P (D). Drawn last, after gen_timeouts. */
+static void gen_tail_hits(sim_choice *c, sim_world_cfg *cfg) {
+    if (sim_choice_below(c, 8) != 0 || !cfg->prefix_caching || cfg->n_reqs < 2) return;
+    uint32_t bs = cfg->block_size, most = 0;
+    for (uint32_t i = 0; i < cfg->n_reqs; i++) most = cfg->req[i].prompt_len > most ? cfg->req[i].prompt_len : most;
+    if (most <= bs) return; /* within the lengths the run's pools were sized for */
+    uint32_t k = pick(c, 1, (most - 1) / bs < 4 ? (most - 1) / bs : 4);
+    uint32_t group = sim_choice_below(c, 3);
+    for (uint32_t i = 0; i < cfg->n_reqs; i++) {
+        if (sim_choice_below(c, 2)) continue;
+        sim_req_plan *q = &cfg->req[i];
+        q->prefix_group = group;
+        q->prefix_len = k * bs;
+        q->prompt_len = k * bs + 1;
+        q->d_extra_tokens = 0;
+    }
+}
+
 /* The defaults, with every later draw from one stream seeded by (seed, salt). */
 static void gen_begin(sim_choice *c, uint64_t seed, uint64_t salt, uint32_t bugs, sim_world_cfg *cfg) {
     sim_choice_init(c, NULL, 0, sim_mix64(seed ^ salt));
@@ -221,6 +243,7 @@ static uint32_t gen_mixed(uint64_t seed, uint64_t salt, uint32_t bugs, sim_world
     gen_step_aborts(&c, cfg);
     gen_store_crash(&c, cfg);
     gen_timeouts(&c, cfg);
+    gen_tail_hits(&c, cfg);
     sim_cfg_searchable(cfg);
     return swarm;
 }
@@ -245,10 +268,16 @@ void sim_cfg_searchable(sim_world_cfg *cfg) {
                    "the longest derived bound fits the format");
     cfg->live_bound_ns = (cfg->abort_timeout_ns + cfg->recv_timeout_ns) * (cfg->n_reqs + 4u);
     uint32_t bs = cfg->block_size ? cfg->block_size : 1;
+    bool recurrent = false;
+    for (uint32_t g = 0; g < cfg->n_groups && g < KV_GROUPS_MAX; g++) recurrent |= cfg->group[g].kind == KV_GROUP_MAMBA;
     for (uint32_t i = 0; i < cfg->n_reqs && i < SIM_REQS_MAX; i++) {
         sim_req_plan *q = &cfg->req[i];
         if (!q->d_extra_tokens) continue;
-        uint32_t pad = (bs - q->prompt_len % bs) % bs;
+        /* what P computes and D pulls: all but the last token with a
+         * recurrent group (vLLM's N - 1 rule), and D's must reach past P's
+         * last block */
+        uint32_t r = recurrent && q->prompt_len > 1 ? 1u : 0u;
+        uint32_t pad = (bs - (q->prompt_len - r) % bs) % bs;
         q->d_extra_tokens = pad + 1 + (q->d_extra_tokens - 1) % bs;
         q->prefix_len = 0;
     }

@@ -756,8 +756,9 @@ const char *sim_reach_name(uint32_t r) {
         [SIM_R_EXPIRED_HOLD] = "P holds ended by the expiry reap",
         [SIM_R_RECURRENT_INNER] = "recurrent group before the last (runs)",
         [SIM_R_HIT_ALL_BUT_ONE] = "first schedules with a local hit of N-1 tokens",
-        [SIM_R_HIT_ALL_BUT_ONE_RECURRENT] = "... of them with a recurrent group",
-        [SIM_R_SHORT_TIMEOUTS] = "timeouts under 1 s (runs)"};
+        [SIM_R_RECURRENT_CONTINUED] = "recurrent states continued after a pull or load",
+        [SIM_R_SHORT_TIMEOUTS] = "timeouts under 1 s (runs)",
+        [SIM_R_HIT_ALL_BUT_ONE_RECURRENT] = "local hits of N-1 tokens with a recurrent group"};
     return r < SIM_R_COUNT ? names[r] : "?";
 }
 

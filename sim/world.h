@@ -123,8 +123,10 @@ typedef enum sim_reach {
     SIM_R_RECURRENT_INNER,   /* runs with a recurrent group before the last position */
     SIM_R_HIT_ALL_BUT_ONE,   /* first schedules of a request on an engine whose local prefix hit is
                               * all but its last token (N - 1) */
-    SIM_R_HIT_ALL_BUT_ONE_RECURRENT, /* ... on an engine with a recurrent group */
+    SIM_R_RECURRENT_CONTINUED, /* first schedules on an engine with a recurrent group that continue a
+                                * state the request pulled or loaded (computed before > 0) */
     SIM_R_SHORT_TIMEOUTS,    /* runs whose abort timeout (P's ready wait and expiry) is under 1 s */
+    SIM_R_HIT_ALL_BUT_ONE_RECURRENT, /* SIM_R_HIT_ALL_BUT_ONE on an engine with a recurrent group */
     SIM_R_COUNT
 } sim_reach;
 const char *sim_reach_name(uint32_t r);

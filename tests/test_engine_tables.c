@@ -125,6 +125,37 @@ Test(digest_memo, growing_block_same_as_from_start) {
     }
 }
 
+/* The recurrent state: the bytes of a state read back give the state
+ * (every group, rank and head size), a chain continued step by step is the
+ * chain from the start, and a token folded twice or skipped, or a state
+ * continued from the wrong point, gives other bytes. */
+Test(recurrent_state, a_chain_read_back_from_its_bytes) {
+    static uint8_t b[4 * 4096];
+    for (uint32_t it = 0; it < 200; it++) {
+        kv_tokens t = {.token_seed = next(), .prefix_group = (uint32_t)next() % 3, .prefix_len = (uint32_t)next() % 40};
+        uint32_t n = 1 + (uint32_t)next() % 300, g = (uint32_t)next() % 4, lo = (uint32_t)next() % 4;
+        uint32_t hb = 8u << (next() % 10);
+        uint64_t s = kv_state_digest(&t, n);
+        kv_fill_block_digest(b, s, g, lo, 4, hb);
+        cr_assert_eq(kv_state_read(b, g, lo), s, "iteration %u: group %u, heads from %u, %u bytes", it, g, lo, hb);
+        /* step by step, in chunks of any size */
+        uint64_t c = kv_state_initial();
+        for (uint32_t from = 0; from < n;) {
+            uint32_t to = from + 1 + (uint32_t)next() % 40;
+            if (to > n) to = n;
+            kv_fill_block_digest(b, kv_state_advance(&t, from ? kv_state_read(b, g, lo) : c, from, to), g, lo, 4, hb);
+            from = to;
+        }
+        cr_assert_eq(kv_state_read(b, g, lo), s, "iteration %u: stepwise", it);
+        if (n < 2) continue;
+        cr_assert_neq(kv_state_advance(&t, kv_state_digest(&t, n - 1), n - 2, n), s, "a token folded twice");
+        cr_assert_neq(kv_state_advance(&t, kv_state_digest(&t, n - 2), n - 1, n), s, "a token skipped");
+        kv_tokens other = t;
+        other.token_seed ^= 1;
+        if (t.prefix_len < n) cr_assert_neq(kv_state_digest(&other, n), s, "another request's state");
+    }
+}
+
 static sim_world *W;
 static void setup(void) { cr_assert_eq(sim_world_new(&W), KV_OK); }
 static void teardown(void) { sim_world_free(W); }

@@ -48,9 +48,14 @@ static void shared_prefix(uint8_t conn_p, uint8_t conn_d) {
                               .prefix_len = 96, .sequential = 1};
 }
 
+/* A recurrent group too. A P that feeds a decoder computes all but the
+ * last prompt token of such a model (vLLM's N - 1 rule), so request 0 is
+ * one token longer: P still saves 96 tokens, six whole blocks and the state
+ * after them. */
 static void hybrid(void) {
     C.n_groups = 2;
     C.group[1] = (kv_group_cfg){.kind = KV_GROUP_MAMBA};
+    C.req[0].prompt_len = 97;
 }
 
 /* ---- store connector ---------------------------------------------------------- */

@@ -66,8 +66,6 @@ typedef struct kv_match {
     bool ready;        /* false: vLLM's None, ask again next step */
     uint32_t ext;      /* tokens the connector can supply beyond num_computed */
     bool load_async;   /* request waits for remote KV (WAITING_FOR_REMOTE_KVS) */
-    bool alloc_prompt; /* load_async: allocate the whole prompt (P2P: D's table
-                        * must have P's length), not just hit + ext */
 } kv_match;
 
 /* What the scheduler tells connectors about one step. */
@@ -95,6 +93,10 @@ typedef struct kv_conn_sched_ops {
     /* A message for the connector in the scheduler actor's mailbox (a store
      * lookup's reply); the engine steps again after it. May be NULL. */
     void (*on_message)(void *c, const kv_msg *m);
+    /* A request was added to the engine, before its first schedule (vLLM's
+     * on_new_request); the connector may rewrite it (P's N - 1 truncation
+     * for a model with a recurrent group). May be NULL. */
+    void (*on_new_request)(void *c, kv_req *r);
 } kv_conn_sched_ops;
 
 typedef struct kv_conn_worker_ops {
