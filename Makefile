@@ -1,7 +1,7 @@
 # Thin wrapper over CMake presets. `make run` and `make test` are the two
 # commands README.md opens with.
 JOBS ?= $(shell nproc)
-.PHONY: all deps build build-asan build-clang build-fuzz build-afl build-prod build-pgo build-tsan build-rdma build-cuda run test clean purity
+.PHONY: all deps build build-asan build-clang build-fuzz build-afl build-prod build-pgo build-tsan build-rdma build-cuda run test test-quick clean purity
 
 all: build
 
@@ -74,6 +74,11 @@ run: build
 # and the purity gate.
 test: purity build build-asan build-clang build-prod build-pgo build-fuzz build-afl build-tsan build-rdma build-cuda
 	@tools/run_tests.sh
+
+# The quick tier (about a minute after the build): the checked build's
+# suites and determinism on 50 seeds of each workload (tools/quick_tests.sh).
+test-quick: build
+	@tools/quick_tests.sh
 
 # Every preset's build tree (each is build or build-NAME).
 clean:

@@ -274,11 +274,11 @@ void sim_cfg_searchable(sim_world_cfg *cfg) {
         sim_req_plan *q = &cfg->req[i];
         if (!q->d_extra_tokens) continue;
         /* what P computes and D pulls: all but the last token with a
-         * recurrent group (vLLM's N - 1 rule), and D's must reach past P's
-         * last block */
-        uint32_t r = recurrent && q->prompt_len > 1 ? 1u : 0u;
-        uint32_t pad = (bs - (q->prompt_len - r) % bs) % bs;
-        q->d_extra_tokens = pad + 1 + (q->d_extra_tokens - 1) % bs;
+         * recurrent group (vLLM's N - 1 rule; P keeps a one-token prompt,
+         * D's is always longer), and D's must reach past P's last block */
+        uint32_t r_p = recurrent && q->prompt_len > 1 ? 1u : 0u, r_d = recurrent ? 1u : 0u;
+        uint32_t pad = (bs - (q->prompt_len - r_p) % bs) % bs;
+        q->d_extra_tokens = pad - r_p + 1 + r_d + (q->d_extra_tokens - 1) % bs;
         q->prefix_len = 0;
     }
 }
