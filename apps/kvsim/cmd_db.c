@@ -43,11 +43,13 @@ typedef struct db_opts {
     int n_args;
     uint32_t bugs;
     int fuzz, runs, mark_fixed, rehash, original, corpus, min;
-    int seen[8], n_seen; /* the action-specific options given, for the check */
+    uint64_t seen; /* the action-specific options given (bit id - KO_SEED), for the check */
 } db_opts;
 
 static const int accepts[] = {KO_DB, KO_BUG, KO_FUZZ, KO_RUNS, KO_MARK_FIXED, KO_REHASH, KO_ORIGINAL,
                               KO_CORPUS, KO_MIN, KO_END};
+
+_Static_assert(KO_VERSION - KO_SEED < 64, "db_opts.seen holds the long-only options");
 
 /* Which of those options each action takes (--db goes with all). */
 static const struct {
@@ -70,8 +72,7 @@ static int take(const kvsim_getopt *g, int id, db_opts *o) {
         o->db = g->arg;
         return 0;
     }
-    if (o->n_seen < 8)
-        o->seen[o->n_seen++] = id;
+    o->seen |= 1ull << (id - KO_SEED);
     if (id == KO_BUG)
         return kvsim_take_bug("db", g->arg, &o->bugs);
     o->fuzz |= id == KO_FUZZ;
@@ -89,10 +90,10 @@ static int check_action(const db_opts *o) {
     for (size_t a = 0; a < sizeof action_opts / sizeof action_opts[0]; a++) {
         if (strcmp(o->action, action_opts[a].action))
             continue;
-        for (int i = 0; i < o->n_seen; i++)
-            if (!kvsim_accepts(action_opts[a].opts, o->seen[i]))
+        for (int id = KO_SEED; id < KO_VERSION; id++)
+            if ((o->seen >> (id - KO_SEED) & 1) && !kvsim_accepts(action_opts[a].opts, id))
                 return fprintf(stderr, "kvsim db %s: %s does not apply to 'kvsim db %s' (try kvsim db --help)\n",
-                               o->action, kvsim_opt_name(o->seen[i]), o->action),
+                               o->action, kvsim_opt_name(id), o->action),
                        -1;
         return 0;
     }

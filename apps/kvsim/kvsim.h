@@ -40,7 +40,7 @@ typedef enum kvsim_opt_id {
     KO_MIN, KO_FUZZ, KO_QUIET, KO_MAX_RUNS, KO_NO_BLAME, KO_NO_STORE,
     KO_RUNS, KO_MARK_FIXED, KO_REHASH, KO_ORIGINAL, KO_CORPUS,
     KO_FUZZER, KO_BUGS, KO_BUDGET_SEEDS, KO_FUZZ_SECONDS, KO_FUZZ_SEED, KO_KEEP,
-    KO_VERSION,
+    KO_VERSION, /* last: the long-only ids KO_SEED..KO_VERSION fit a 64-bit set */
 } kvsim_opt_id;
 
 #define KVSIM_POS_MAX 64
