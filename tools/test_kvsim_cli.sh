@@ -51,10 +51,9 @@ $K run --seed 3 --workload steady | grep -q "256 ok / 0 error / 0 aborted" || fa
 j=$($K sweep --workload load --seeds 1..2000 --jobs 2 --json) || fail "load sweep exit $?"
 echo "$j" | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['violations']==0 and d['runs']==2000 and d['requests']>=2000*64, d" \
   || fail "load sweep: $j"
-line=$($K sweep --workload load --seeds 1..50 --bug empty_pull_completion --stop | grep 'reproduce:')
-cmd=$(echo "$line" | sed -n 's/.*reproduce: kvsim \(.*\))$/\1/p')
-case "$cmd" in *"--workload load"*) ;; *) fail "load finding's reproduce line does not name the workload: $line" ;; esac
-$K $cmd --bug empty_pull_completion >/dev/null; [ $? = 1 ] || fail "'kvsim $cmd --bug empty_pull_completion' does not reproduce"
+line=$($K sweep --workload load --seeds 1..50 --bug empty_pull_completion --stop | sed -n 's/^reproduce: //p')
+case "$line" in *"--workload load"*"--bug empty_pull_completion"*) ;; *) fail "load finding's reproduce line does not name the workload and the switch: $line" ;; esac
+bash -c "$line" >/dev/null; [ $? = 1 ] || fail "'$line' does not reproduce"
 $K sweep --workload nonesuch --seeds 1..2 2>/dev/null; [ $? = 4 ] || fail "bad --workload is not a usage error"
 # the staged block-memory provider (KV apart from the transport's memory):
 # the same runs, hash for hash, on both workloads
@@ -65,5 +64,5 @@ for wl in faults steady; do
     || fail "--kvmem staged changed a $wl trace"
 done
 $K sweep --kvmem gpu --seeds 1..2 2>/dev/null; [ $? = 4 ] || fail "bad --kvmem is not a usage error"
-$K run --help 2>&1 | grep -q "kvsim run" || fail "run --help"
+$K run --help | grep -q "kvsim run" || fail "run --help"
 echo "kvsim cli: ok"

@@ -47,21 +47,21 @@ int kvn_run_blast(const kvn_opts *o) {
     if (lf < 0 || bind(lf, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lf, 1) != 0 ||
         getsockname(lf, (struct sockaddr *)&sa, &sl) != 0) {
         perror("blast: listen");
-        return 1;
+        return EXIT_SIM;
     }
     int cf = socket(AF_INET, SOCK_STREAM, 0);
     if (cf < 0 || connect(cf, (struct sockaddr *)&sa, sizeof sa) != 0) {
         perror("blast: connect");
-        return 1;
+        return EXIT_SIM;
     }
     int af = accept(lf, NULL, NULL);
     uint64_t buf_len = (uint64_t)(o->blast_buf_mb > 1 ? o->blast_buf_mb : 1) << 20;
     blast b = {.fd = af, .bytes = total, .buf_len = buf_len};
     pthread_t th;
     uint8_t *buf = calloc(1, buf_len);
-    if (af < 0 || !buf) return 1;
+    if (af < 0 || !buf) return EXIT_SIM;
     for (uint64_t i = 0; i < buf_len; i += 4096) buf[i] = (uint8_t)i; /* fault it in before the clock starts */
-    if (pthread_create(&th, NULL, reader, &b) != 0) return 1;
+    if (pthread_create(&th, NULL, reader, &b) != 0) return EXIT_SIM;
     uint64_t t0 = kvp_mono_ns(), sent = 0;
     while (sent < total) {
         uint64_t pos = sent % buf_len;
@@ -76,7 +76,7 @@ int kvn_run_blast(const kvn_opts *o) {
     printf("raw loopback TCP (%llu MiB buffers): %.3f GB in %.3f s = %.3f GB/s\n", (unsigned long long)(buf_len >> 20),
            (double)b.bytes / 1e9, s, (double)b.bytes / 1e9 / s);
     if (o->json) {
-        FILE *f = fopen(o->json, "w");
+        FILE *f = kvn_json_open(o);
         if (f) {
             fprintf(f, "{\"raw_bytes\": %llu, \"raw_s\": %.4f, \"raw_gbps\": %.4f}\n", (unsigned long long)b.bytes, s,
                     (double)b.bytes / 1e9 / s);
@@ -87,7 +87,7 @@ int kvn_run_blast(const kvn_opts *o) {
     close(cf);
     close(af);
     close(lf);
-    return b.bytes == total ? 0 : 1;
+    return b.bytes == total ? EXIT_CLEAN : EXIT_PEER_LOST; /* the connection broke */
 }
 
 /* ---- `kvnode --role kvt-blast`: the same transport path P2P uses ------------------ */
@@ -185,12 +185,12 @@ int kvn_run_kvt_blast(const kvn_opts *o) {
     kvp_env_cfg ec = {.seed = 1, .level = o->log_level, .tag = "kvt-blast"};
     kvp_env_init(&pe, &ec);
     kvp_rt_cfg rc = {.proc = 0, .abi = kvn_abi()};
-    if (kvp_rt_new(&pe.env, &rc, &r.rt) != KV_OK) return 1;
+    if (kvp_rt_new(&pe.env, &rc, &r.rt) != KV_OK) return EXIT_SIM;
     uint64_t total = (uint64_t)(o->blast_mb ? o->blast_mb : 4096) << 20;
     r.block = o->head_bytes * KV_HEADS;
     if (!r.block || r.block > KVT_TCP_ENTRY_MAX) {
         fprintf(stderr, "kvt-blast: a block (--head-bytes x %u) must be 1..%u bytes\n", KV_HEADS, KVT_TCP_ENTRY_MAX);
-        return 2;
+        return EXIT_USAGE;
     }
     r.region_len = (uint64_t)r.block * 256u < (16u << 20) ? (16u << 20) / r.block * r.block : (uint64_t)r.block * 256u;
     r.batches_total = total / ((uint64_t)KB_ENTRIES * r.block);
@@ -204,7 +204,7 @@ int kvn_run_kvt_blast(const kvn_opts *o) {
     if (st == KV_OK) st = kvp_net_start(r.d.net);
     if (st != KV_OK) {
         fprintf(stderr, "kvt-blast: set-up failed: %s\n", kv_status_str(st));
-        return 1;
+        return EXIT_SIM;
     }
     uint64_t t0 = kvp_mono_ns();
     kv_rt_post(kvp_rt_iface(r.rt), r.p.actor, 1, NULL, 0); /* kick the sender */
@@ -221,7 +221,7 @@ int kvn_run_kvt_blast(const kvn_opts *o) {
            bytes / 1e9, s, bytes / 1e9 / s, (unsigned long long)r.done, KB_ENTRIES, r.block,
            (unsigned long long)r.failed);
     if (o->json) {
-        FILE *f = fopen(o->json, "w");
+        FILE *f = kvn_json_open(o);
         if (f) {
             fprintf(f, "{\"kvt_bytes\": %.0f, \"kvt_s\": %.4f, \"kvt_gbps\": %.4f, \"block_bytes\": %u, \"failed\": %llu}\n",
                     bytes, s, bytes / 1e9 / s, r.block, (unsigned long long)r.failed);
@@ -233,5 +233,5 @@ int kvn_run_kvt_blast(const kvn_opts *o) {
     kvp_rt_free(r.rt);
     free(r.p.mem);
     free(r.d.mem);
-    return r.failed ? 1 : 0;
+    return r.failed ? EXIT_PEER_LOST : EXIT_CLEAN; /* batches whose transfer failed */
 }

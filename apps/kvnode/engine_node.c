@@ -175,9 +175,9 @@ int kvn_run_engine(const kvn_opts *o) {
     bool p = strcmp(o->role, "prefill") == 0;
     snprintf(tag, sizeof tag, "%c%u", p ? 'P' : 'D', o->index);
     kvp_env_cfg ec = {.seed = o->seed, .level = o->log_level, .tag = tag, .keep_going = false};
-    if (o->index + 1 >= KVP_PROCS_MAX || kvp_env_init(&n.pe, &ec) != KV_OK) return 2;
+    if (o->index + 1 >= KVP_PROCS_MAX || kvp_env_init(&n.pe, &ec) != KV_OK) return EXIT_SIM;
     kvp_rt_cfg rc = {.proc = 1 + o->index, .abi = kvn_abi()};
-    if (kvp_rt_new(&n.pe.env, &rc, &n.rt) != KV_OK) return 2;
+    if (kvp_rt_new(&n.pe.env, &rc, &n.rt) != KV_OK) return EXIT_SIM;
     kvp_env_set_namer(&n.pe, namer, n.rt);
     atomic_init(&n.shutdown, false);
     kv_status st = build(&n, o);
@@ -185,17 +185,17 @@ int kvn_run_engine(const kvn_opts *o) {
         fprintf(stderr, "[%s] kvnode: start-up failed: %s\n", tag, kv_status_str(st));
         kvp_rt_stop(n.rt);
         kvp_net_free(n.net);
-        return 1;
+        return EXIT_SIM;
     }
     fprintf(stderr, "[%s] kvnode %s up (engine %u, tp %u, %u blocks x %u B, transport %s)\n", tag, o->role, o->index,
             o->tp, o->pool_blocks, o->head_bytes * KV_HEADS / o->tp, o->transport);
-    int rc_exit = 0;
+    int rc_exit = EXIT_CLEAN;
     uint64_t next_stats = kvp_mono_ns() + (uint64_t)o->stats_ms * 1000000u;
     while (!atomic_load(&n.shutdown)) {
         nap_ms(10);
         if (!kvp_rt_link_up(n.rt, 0)) {
             fprintf(stderr, "[%s] kvnode: the proxy went away; stopping\n", tag);
-            rc_exit = 3;
+            rc_exit = EXIT_PEER_LOST;
             break;
         }
         if (o->stats_ms && kvp_mono_ns() >= next_stats) {

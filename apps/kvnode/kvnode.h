@@ -24,7 +24,9 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
+#include "apps/common/exit_codes.h"
 #include "core/block_pool.h"
 #include "core/engine.h"
 #include "transport/posix/posix_env.h"
@@ -63,7 +65,7 @@ typedef struct kvn_opts {
     const char *proxy;       /* engines: the proxy's bridge address */
     const char *host;        /* transport bind host */
     const char *port_file;   /* proxy: write the bridge port here */
-    const char *json;        /* proxy: results as JSON */
+    const char *json;        /* proxy, blast: results as JSON ("-": stdout) */
     uint32_t index;          /* engine index (P: 0, D: 1); with --prefills N: P 0..N-1, D N.. */
     uint32_t prefills, decodes; /* proxy: P and D engines it drives (1, 1) */
     uint32_t requests, window;
@@ -102,5 +104,9 @@ int kvn_run_proxy(const kvn_opts *o);
 int kvn_run_blast(const kvn_opts *o);
 /* The same, through the TCP kvt and its progress threads (no fill/verify). */
 int kvn_run_kvt_blast(const kvn_opts *o);
+
+/* --json PATH for writing; "-" is stdout, taken over at start-up (main.c)
+ * so that the JSON is all stdout carries. NULL if it cannot be opened. */
+FILE *kvn_json_open(const kvn_opts *o);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apps/common/cli.h"
 #include "apps/kvnode/kvnode.h"
 #include "core/msgs.h"
 #include "core/proxy.h"
@@ -38,8 +39,13 @@ void kvn_stats_line(const kvn_stats *s, char *out, size_t cap) {
                  (unsigned long long)s->violations, (unsigned long long)s->st.turned_away);
 }
 
-static void usage(void) {
-    fputs("usage: kvnode --role prefill|decode|proxy|blast|kvt-blast [options]\n"
+static FILE *json_stdout; /* --json -: stdout, taken over before anything was printed */
+
+FILE *kvn_json_open(const kvn_opts *o) { return json_stdout ? json_stdout : fopen(o->json, "w"); }
+
+static void usage(FILE *out) {
+    fputs("usage: kvnode --role prefill|decode|proxy|blast|kvt-blast [options]   (kvnode --help, kvnode --version)\n"
+          "  options take --opt value or --opt=value; numbers are decimal and range-checked\n"
           "  common:  --host IP (transport bind, 127.0.0.1)  --seed N  --log debug|info|warn|error\n"
           "           --groups N (1)  --tp N (1)  --block-size N (16)  --pool-blocks N (1024)  --head-bytes N (16384)\n"
           "           (a block holds --head-bytes x 4 heads / tp bytes per group and worker: 64 KiB by default)\n"
@@ -58,21 +64,39 @@ static void usage(void) {
           "           near 64 it turns requests away, logged and counted as turned_away)\n"
           "           --abort-frac F (0)  --abort-max-us N (20000)\n"
           "           --prompt-min N (256)  --prompt-max N (1000)  --decode-tokens N (2)  --sequential\n"
-          "           --json PATH  --quiesce-ms N  --stall-ms N (30000)  --no-shutdown\n"
+          "           --json PATH (- : stdout, the report then on stderr)  --quiesce-ms N  --stall-ms N (30000)\n"
+          "           --no-shutdown\n"
           "  blast, kvt-blast: --blast-mb N (4096)  --json PATH\n"
           "           blast: --blast-buf-mb N (1: send from / receive into N MiB, cycling)\n",
-          stderr);
+          out);
+    kv_exit_print(out);
 }
 
 static bool parse_u32(const char *s, uint32_t *out) {
-    char *end = NULL;
-    unsigned long v = strtoul(s, &end, 10);
-    if (!s[0] || !end || *end || v > UINT32_MAX) return false;
+    uint64_t v;
+    if (kv_cli_u64(s, 0, UINT32_MAX, &v)) return false;
     *out = (uint32_t)v;
     return true;
 }
 
-static bool parse_arg(kvn_opts *o, const char *k, const char *v) {
+/* A fraction in 0..1: digits with at most one '.', nothing else. */
+static bool parse_frac(const char *s, double *out) {
+    char *end = NULL;
+    if (!s[0] || strspn(s, "0123456789.") != strlen(s)) return false;
+    double v = strtod(s, &end);
+    if (*end || v < 0 || v > 1) return false;
+    *out = v;
+    return true;
+}
+
+static bool one_of(const char *v, const char *const *names, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(v, names[i]) == 0) return true;
+    return false;
+}
+
+/* 1 taken, 0 a bad value for a known option k, -1 k is not an option. */
+static int parse_arg(kvn_opts *o, const char *k, const char *v) {
     struct { const char *name; uint32_t *dst; } u32s[] = {
         {"--index", &o->index},           {"--requests", &o->requests},
         {"--window", &o->window},         {"--abort-max-us", &o->abort_max_us},
@@ -87,6 +111,8 @@ static bool parse_arg(kvn_opts *o, const char *k, const char *v) {
         {"--blast-buf-mb", &o->blast_buf_mb}, {"--rdma-port", &o->rdma_port},
         {"--prefills", &o->prefills},     {"--decodes", &o->decodes},
     };
+    static const char *const transports[] = {"tcp", "rdma"}, *const kvmems[] = {"host", "staged", "hbm"},
+                             *const levels[] = {"debug", "info", "warn", "error"};
     for (size_t i = 0; i < sizeof u32s / sizeof u32s[0]; i++)
         if (strcmp(k, u32s[i].name) == 0) return parse_u32(v, u32s[i].dst);
     if (strcmp(k, "--role") == 0) o->role = v;
@@ -94,30 +120,97 @@ static bool parse_arg(kvn_opts *o, const char *k, const char *v) {
     else if (strcmp(k, "--proxy") == 0) o->proxy = v;
     else if (strcmp(k, "--host") == 0) o->host = v;
     else if (strcmp(k, "--transport") == 0) {
-        if (strcmp(v, "tcp") != 0 && strcmp(v, "rdma") != 0) return false;
+        if (!one_of(v, transports, 2)) return 0;
         o->transport = v;
     } else if (strcmp(k, "--kvmem") == 0) {
-        if (strcmp(v, "host") != 0 && strcmp(v, "staged") != 0 && strcmp(v, "hbm") != 0) return false;
+        if (!one_of(v, kvmems, 3)) return 0;
         o->kvmem = v;
     } else if (strcmp(k, "--rdma-dev") == 0) o->rdma_dev = v;
     else if (strcmp(k, "--port-file") == 0) o->port_file = v;
     else if (strcmp(k, "--json") == 0) o->json = v;
-    else if (strcmp(k, "--seed") == 0) o->seed = strtoull(v, NULL, 10);
-    else if (strcmp(k, "--abort-frac") == 0) o->abort_frac = strtod(v, NULL);
+    else if (strcmp(k, "--seed") == 0) return kv_cli_u64(v, 0, UINT64_MAX, &o->seed) == 0;
+    else if (strcmp(k, "--abort-frac") == 0) return parse_frac(v, &o->abort_frac);
     else if (strcmp(k, "--policy") == 0) {
         if (strcmp(v, "fail") == 0) o->policy = KV_POLICY_FAIL;
         else if (strcmp(v, "recompute") == 0) o->policy = KV_POLICY_RECOMPUTE;
-        else return false;
+        else return 0;
     } else if (strcmp(k, "--log") == 0) {
-        static const char *const lv[] = {"debug", "info", "warn", "error"};
         for (uint32_t i = 0; i < 4; i++)
-            if (strcmp(v, lv[i]) == 0) {
+            if (strcmp(v, levels[i]) == 0) {
                 o->log_level = (kv_log_level)i;
-                return true;
+                return 1;
             }
-        return false;
-    } else return false;
-    return true;
+        return 0;
+    } else return -1;
+    return 1;
+}
+
+static int usage_error(void) {
+    fputs("try kvnode --help\n", stderr);
+    return EXIT_USAGE;
+}
+
+/* argv[*i] (and its value): --opt value or --opt=value. 0 taken, else the
+ * exit code after printing a message naming the option and the value. */
+static int take_arg(kvn_opts *o, int argc, char **argv, int *i) {
+    char key[64];
+    const char *a = argv[*i], *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL, *v;
+    if (eq && (size_t)(eq - a) < sizeof key) {
+        memcpy(key, a, (size_t)(eq - a));
+        key[eq - a] = 0;
+        v = eq + 1;
+    } else {
+        snprintf(key, sizeof key, "%s", a);
+        v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    }
+    int r = parse_arg(o, key, v ? v : "");
+    if (r < 0) return fprintf(stderr, "kvnode: unknown option '%s'\n", a), usage_error();
+    if (!v) return fprintf(stderr, "kvnode: %s needs a value\n", key), usage_error();
+    if (r == 0) return fprintf(stderr, "kvnode: %s: bad value '%s'\n", key, v), usage_error();
+    if (!eq) (*i)++;
+    return 0;
+}
+
+/* The flags without a value, --help and --version: 1 taken, -1 not one of
+ * them; *done set with the exit code when the program ends here. */
+static int take_flag(kvn_opts *o, const char *a, int *done) {
+    if (strcmp(a, "--sequential") == 0) o->sequential = true;
+    else if (strcmp(a, "--no-shutdown") == 0) o->no_shutdown = true;
+    else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) usage(stdout), *done = EXIT_CLEAN;
+    else if (strcmp(a, "--version") == 0) kv_cli_version(stdout, "kvnode"), *done = EXIT_CLEAN;
+    else return -1;
+    return 1;
+}
+
+/* The checks of the options together; 0 or a usage error's exit code. */
+static int check_opts(const kvn_opts *o) {
+    if (!o->role) return fputs("kvnode: give --role prefill|decode|proxy|blast|kvt-blast\n", stderr), usage_error();
+    if (o->groups == 0 || o->groups > KV_GROUPS_MAX)
+        return fprintf(stderr, "kvnode: --groups: %u is not in 1..%u\n", o->groups, KV_GROUPS_MAX), EXIT_USAGE;
+    if (strcmp(o->role, "proxy") == 0 && (!o->prefills || !o->decodes || o->prefills + o->decodes > KV_ENGINES_MAX))
+        return fprintf(stderr, "kvnode: --prefills and --decodes must be at least 1 and add up to at most %u\n",
+                       KV_ENGINES_MAX),
+               EXIT_USAGE;
+    bool engine = strcmp(o->role, "prefill") == 0 || strcmp(o->role, "decode") == 0;
+    if (!engine && strcmp(o->role, "proxy") && strcmp(o->role, "blast") && strcmp(o->role, "kvt-blast"))
+        return fprintf(stderr, "kvnode: --role: unknown role '%s'\n", o->role), usage_error();
+    if (!engine) return 0;
+    if (!o->proxy) return fputs("kvnode: engines need --proxy IP:PORT\n", stderr), EXIT_USAGE;
+    if (o->index != UINT32_MAX && o->index >= KV_ENGINES_MAX)
+        return fprintf(stderr, "kvnode: --index: %u is not below %u\n", o->index, KV_ENGINES_MAX), EXIT_USAGE;
+#ifndef KVCONN_HAVE_CUDA
+    if (strcmp(o->kvmem, "hbm") == 0)
+        return fputs("kvnode: --kvmem hbm: this build has no CUDA (configure with -DKVCONN_CUDA=ON: make build-cuda)\n",
+                     stderr),
+               EXIT_USAGE;
+#endif
+#ifndef KVCONN_HAVE_RDMA
+    if (strcmp(o->transport, "rdma") == 0)
+        return fputs("kvnode: --transport rdma: this build has no RDMA (configure with -DKVCONN_RDMA=ON: make build-rdma)\n",
+                     stderr),
+               EXIT_USAGE;
+#endif
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -125,67 +218,25 @@ int main(int argc, char **argv) {
                   .window = 16, .abort_max_us = 20000, .prompt_min = 256, .prompt_max = 1000,
                   .decode_tokens = 2, .tp = 1, .block_size = 16, .pool_blocks = 1024, .head_bytes = KVN_HEAD_BYTES_DEFAULT,
                   .max_batched_tokens = 8192, .recv_timeout_ms = 10000, .abort_timeout_ms = 5000,
-.groups = 1, .transport = "tcp", .kvmem = "host", .rdma_port = 1, .prefills = 1, .decodes = 1,
+                  .groups = 1, .transport = "tcp", .kvmem = "host", .rdma_port = 1, .prefills = 1, .decodes = 1,
                   .stall_ms = 30000, .policy = KV_POLICY_FAIL, .log_level = KV_LOG_WARN};
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--sequential") == 0) o.sequential = true;
-        else if (strcmp(argv[i], "--no-shutdown") == 0) o.no_shutdown = true;
-        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage();
-            return 0;
-        } else if (i + 1 < argc && parse_arg(&o, argv[i], argv[i + 1])) i++;
-        else {
-            fprintf(stderr, "kvnode: bad argument '%s'\n", argv[i]);
-            usage();
-            return 2;
+        int done = -1, rc;
+        if (take_flag(&o, argv[i], &done) > 0) {
+            if (done >= 0) return done;
+        } else if ((rc = take_arg(&o, argc, argv, &i))) {
+            return rc;
         }
     }
+    int rc = check_opts(&o);
+    if (rc) return rc;
     signal(SIGPIPE, SIG_IGN);
-    if (!o.role) {
-        usage();
-        return 2;
-    }
     if (!o.quiesce_ms) o.quiesce_ms = o.abort_timeout_ms + o.recv_timeout_ms + 5000;
-    if (o.groups == 0 || o.groups > KV_GROUPS_MAX) {
-        fprintf(stderr, "kvnode: --groups must be 1..%u\n", KV_GROUPS_MAX);
-        return 2;
-    }
-    if (strcmp(o.role, "proxy") == 0) {
-        if (!o.prefills || !o.decodes || o.prefills + o.decodes > KV_ENGINES_MAX) {
-            fprintf(stderr, "kvnode: --prefills and --decodes must be at least 1 and add up to at most %u\n",
-                    KV_ENGINES_MAX);
-            return 2;
-        }
-        return kvn_run_proxy(&o);
-    }
+    if (o.json && kv_cli_is_stdout(o.json) && !(json_stdout = kv_cli_open_out(o.json, "w")))
+        return fputs("kvnode: --json -: cannot take over stdout\n", stderr), EXIT_BAD_INPUT;
+    if (strcmp(o.role, "proxy") == 0) return kvn_run_proxy(&o);
     if (strcmp(o.role, "blast") == 0) return kvn_run_blast(&o);
     if (strcmp(o.role, "kvt-blast") == 0) return kvn_run_kvt_blast(&o);
-    if (strcmp(o.role, "prefill") == 0 || strcmp(o.role, "decode") == 0) {
-        if (!o.proxy) {
-            fputs("kvnode: engines need --proxy IP:PORT\n", stderr);
-            return 2;
-        }
-        if (o.index == UINT32_MAX) o.index = strcmp(o.role, "prefill") == 0 ? 0 : 1;
-        if (o.index >= KV_ENGINES_MAX) {
-            fprintf(stderr, "kvnode: --index must be below %u\n", KV_ENGINES_MAX);
-            return 2;
-        }
-#ifndef KVCONN_HAVE_CUDA
-        if (strcmp(o.kvmem, "hbm") == 0) {
-            fputs("kvnode: --kvmem hbm: this build has no CUDA (configure with -DKVCONN_CUDA=ON: make build-cuda)\n",
-                  stderr);
-            return 2;
-        }
-#endif
-#ifndef KVCONN_HAVE_RDMA
-        if (strcmp(o.transport, "rdma") == 0) {
-            fputs("kvnode: --transport rdma: this build has no RDMA (configure with -DKVCONN_RDMA=ON: make build-rdma)\n",
-                  stderr);
-            return 2;
-        }
-#endif
-        return kvn_run_engine(&o);
-    }
-    fprintf(stderr, "kvnode: unknown role '%s'\n", o.role);
-    return 2;
+    if (o.index == UINT32_MAX) o.index = strcmp(o.role, "prefill") == 0 ? 0 : 1;
+    return kvn_run_engine(&o);
 }

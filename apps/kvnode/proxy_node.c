@@ -342,8 +342,11 @@ static void json_engine(FILE *f, const proxy_node *n, uint32_t e, bool up, const
 
 static void write_json(const char *path, const proxy_node *n, const kvn_opts *o, const summary *s, bool stalled,
                        const bool *up, const kvn_stats *st) {
-    FILE *f = fopen(path, "w");
-    if (!f) return;
+    FILE *f = kvn_json_open(o);
+    if (!f) {
+        fprintf(stderr, "[proxy] --json: cannot write %s\n", path);
+        return;
+    }
     fprintf(f, "{\n  \"requests\": %u, \"ok\": %u, \"error\": %u, \"aborted\": %u, \"pending\": %u, \"stalled\": %s,\n"
                "  \"elapsed_s\": %.4f, \"req_per_s\": %.1f, \"kv_bytes\": %llu, \"kv_gbps\": %.4f, \"block_bytes\": %llu,\n"
                "  \"p50_ms\": %.3f, \"p90_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f,\n"
@@ -422,7 +425,7 @@ int kvn_run_proxy(const kvn_opts *o) {
     kvp_env_cfg ec = {.seed = o->seed, .level = o->log_level, .tag = "proxy", .keep_going = false};
     kvp_env_init(&n.pe, &ec);
     kvp_rt_cfg rc = {.proc = 0, .abi = kvn_abi()};
-    if (kvp_rt_new(&n.pe.env, &rc, &n.rt) != KV_OK) return 2;
+    if (kvp_rt_new(&n.pe.env, &rc, &n.rt) != KV_OK) return EXIT_SIM;
     kvp_env_set_namer(&n.pe, namer, n.rt);
     pthread_mutex_init(&n.mu, NULL);
     pthread_cond_init(&n.cv, NULL);
@@ -441,7 +444,7 @@ int kvn_run_proxy(const kvn_opts *o) {
     if (!n.rec || !n.reported || build(&n, o) != KV_OK) {
         fprintf(stderr, "[proxy] start-up failed\n");
         kvp_rt_free(n.rt);
-        return 1;
+        return EXIT_SIM;
     }
     fprintf(stderr, "[proxy] %u P + %u D up; driving %u requests (window %u, abort %.2f)\n", n.n_p, n.n_d, o->requests,
             o->window, o->abort_frac);
@@ -482,5 +485,5 @@ int kvn_run_proxy(const kvn_opts *o) {
     kvp_rt_free(n.rt);
     free(n.rec);
     free(n.reported);
-    return ok_run && s.pending == 0 ? 0 : 1;
+    return ok_run && s.pending == 0 ? EXIT_CLEAN : EXIT_LIVENESS; /* requests that did not end */
 }

@@ -39,52 +39,85 @@ int kvsim_db_fail(const char *cmd, const replay_err *e) {
 typedef struct db_opts {
     const char *db; /* --db, else $KVCONN_DB, else REPLAY_DB_DEFAULT */
     const char *action;
-    const char *args[64]; /* positional arguments after the action */
+    const char *args[KVSIM_POS_MAX]; /* positional arguments after the action */
     int n_args;
     uint32_t bugs;
-    int fuzz, runs, mark_fixed, rehash, original, corpus;
+    int fuzz, runs, mark_fixed, rehash, original, corpus, min;
+    uint64_t seen; /* the action-specific options given (bit id - KO_SEED), for the check */
 } db_opts;
+
+static const int accepts[] = {KO_DB, KO_BUG, KO_FUZZ, KO_RUNS, KO_MARK_FIXED, KO_REHASH, KO_ORIGINAL,
+                              KO_CORPUS, KO_MIN, KO_END};
+
+_Static_assert(KO_VERSION - KO_SEED < 64, "db_opts.seen holds the long-only options");
+
+/* Which of those options each action takes (--db goes with all). */
+static const struct {
+    const char *action;
+    int opts[4];
+} action_opts[] = {
+    {"import", {KO_BUG, KO_END}},
+    {"add", {KO_BUG, KO_FUZZ, KO_END}},
+    {"list", {KO_RUNS, KO_END}},
+    {"show", {KO_MIN, KO_END}},
+    {"verify", {KO_MARK_FIXED, KO_REHASH, KO_END}},
+    {"merge", {KO_END}},
+    {"export", {KO_ORIGINAL, KO_CORPUS, KO_END}},
+    {"mark", {KO_END}},
+    {"migrate", {KO_END}},
+};
+
+static int take(const kvsim_getopt *g, int id, db_opts *o) {
+    if (id == KO_DB) {
+        o->db = g->arg;
+        return 0;
+    }
+    o->seen |= 1ull << (id - KO_SEED);
+    if (id == KO_BUG)
+        return kvsim_take_bug("db", g->arg, &o->bugs);
+    o->fuzz |= id == KO_FUZZ;
+    o->runs |= id == KO_RUNS;
+    o->mark_fixed |= id == KO_MARK_FIXED;
+    o->rehash |= id == KO_REHASH;
+    o->original |= id == KO_ORIGINAL;
+    o->corpus |= id == KO_CORPUS;
+    o->min |= id == KO_MIN;
+    return 0;
+}
+
+/* Every option given applies to the action. */
+static int check_action(const db_opts *o) {
+    for (size_t a = 0; a < sizeof action_opts / sizeof action_opts[0]; a++) {
+        if (strcmp(o->action, action_opts[a].action))
+            continue;
+        for (int id = KO_SEED; id < KO_VERSION; id++)
+            if ((o->seen >> (id - KO_SEED) & 1) && !kvsim_accepts(action_opts[a].opts, id))
+                return fprintf(stderr, "kvsim db %s: %s does not apply to 'kvsim db %s' (try kvsim db --help)\n",
+                               o->action, kvsim_opt_name(id), o->action),
+                       -1;
+        return 0;
+    }
+    return fprintf(stderr, "kvsim db: unknown action '%s' (try kvsim db --help)\n", o->action), -1;
+}
 
 static int parse(int argc, char **argv, db_opts *o) {
     memset(o, 0, sizeof *o);
     const char *env = getenv("KVCONN_DB");
     o->db = env && *env ? env : REPLAY_DB_DEFAULT;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-            return kvsim_usage("db"), -2;
-        if (!strcmp(a, "--db")) {
-            if (!v)
-                return fprintf(stderr, "kvsim db: --db needs a file name\n"), -1;
-            o->db = v;
-            i++;
-        } else if (!strcmp(a, "--bug")) {
-            if (kvsim_take_bug("db", v, &o->bugs)) return -1;
-            i++;
-        } else if (!strcmp(a, "--fuzz"))
-            o->fuzz = 1;
-        else if (!strcmp(a, "--runs"))
-            o->runs = 1;
-        else if (!strcmp(a, "--mark-fixed"))
-            o->mark_fixed = 1;
-        else if (!strcmp(a, "--rehash"))
-            o->rehash = 1;
-        else if (!strcmp(a, "--original"))
-            o->original = 1;
-        else if (!strcmp(a, "--corpus"))
-            o->corpus = 1;
-        else if (a[0] == '-' && a[1])
-            return fprintf(stderr, "kvsim db: unknown option '%s' (try --help)\n", a), -1;
-        else if (!o->action)
-            o->action = a;
-        else if (o->n_args < 64)
-            o->args[o->n_args++] = a;
-        else
-            return fprintf(stderr, "kvsim db: too many arguments\n"), -1;
-    }
-    if (!o->action)
-        return fprintf(stderr, "kvsim db: give an action (try --help)\n"), -1;
-    return 0;
+    kvsim_getopt g;
+    kvsim_getopt_init(&g, "db", accepts, argc, argv);
+    int id;
+    while ((id = kvsim_getopt_next(&g)) > 0)
+        if (take(&g, id, o))
+            return -1;
+    if (id < 0)
+        return id;
+    if (!g.n_pos)
+        return fprintf(stderr, "kvsim db: give an action (try kvsim db --help)\n"), -1;
+    o->action = g.pos[0];
+    for (int i = 1; i < g.n_pos; i++)
+        o->args[o->n_args++] = g.pos[i];
+    return check_action(o);
 }
 
 static int want_args(const db_opts *o, int lo, int hi, const char *synopsis) {
@@ -96,8 +129,8 @@ static int want_args(const db_opts *o, int lo, int hi, const char *synopsis) {
 
 static int parse_id(const char *s, int64_t *id) {
     uint64_t v;
-    if (kvsim_parse_u64(s, &v) || v < 1 || v > INT64_MAX)
-        return fprintf(stderr, "kvsim db: '%s' is not a case id\n", s), -1;
+    if (kv_cli_u64(s, 1, INT64_MAX, &v))
+        return fprintf(stderr, "kvsim db: '%s' is not a case id (a number in 1..%" PRId64 ")\n", s, INT64_MAX), -1;
     *id = (int64_t)v;
     return 0;
 }
@@ -126,6 +159,19 @@ static void join_args(int argc, char **argv, char *buf, size_t cap) {
         n += (size_t)snprintf(buf + n, cap - n, "%s%s", i > 1 ? " " : "", argv[i]);
 }
 
+/* "reproduce: kvsim replay db:DB:ID [--min]" */
+static void print_reproduce(const db_opts *o, int64_t id, bool min) {
+    char spec[1100];
+    kv_cmdline c;
+    snprintf(spec, sizeof spec, "db:%s:%" PRId64, o->db, id);
+    kv_cmdline_init(&c, kvsim_prog);
+    kv_cmdline_add(&c, "replay");
+    kv_cmdline_add(&c, spec);
+    if (min)
+        kv_cmdline_add(&c, "--min");
+    kvsim_print_reproduce(&c);
+}
+
 /* ---- import / add ---------------------------------------------------------------------- */
 
 static const char *const import_words[] = {
@@ -140,11 +186,13 @@ static const char *const import_words[] = {
 
 static void import_note(void *ctx, const char *path, replay_import_what what, int64_t id,
                         const sim_result *r) {
-    (void)ctx;
+    const db_opts *o = ctx;
     printf("%-60s %s", path, import_words[what]);
     if (id)
         printf(" %" PRId64 ": %s %s", id, kv_inv_name(r->inv), r->detail);
     printf("\n");
+    if (id && (what == REPLAY_IMPORT_NEW || what == REPLAY_IMPORT_SEEN))
+        print_reproduce(o, id, false);
 }
 
 static int db_import(const db_opts *o, int argc, char **argv) {
@@ -164,7 +212,7 @@ static int db_import(const db_opts *o, int argc, char **argv) {
     replay_import_stats st = {0};
     kv_status s = replay_db_run_begin(db, "kvsim db import", config, &run, &err);
     for (int i = 0; s == KV_OK && i < o->n_args; i++)
-        s = replay_import(db, run, w, o->args[i], o->bugs, import_note, NULL, &st, &err);
+        s = replay_import(db, run, w, o->args[i], o->bugs, import_note, (void *)o, &st, &err);
     if (s == KV_OK)
         s = replay_db_run_end(db, run, st.inputs, &err);
     sim_world_free(w);
@@ -222,6 +270,7 @@ static int db_add(const db_opts *o, int argc, char **argv) {
                EXIT_BAD_INPUT;
     printf("case %" PRId64 " (%s): %s %s\n", rec.case_id, rec.is_new ? "new" : "known",
            kv_inv_name(r.inv), r.detail);
+    print_reproduce(o, rec.case_id, false);
     return EXIT_CLEAN;
 }
 
@@ -282,9 +331,47 @@ static int db_list(const db_opts *o) {
     return s == KV_OK ? EXIT_CLEAN : kvsim_db_fail("db list", &err);
 }
 
+static void show_info(const replay_case_info *i) {
+    char first[24], last[24];
+    fmt_time(i->first_seen, first);
+    fmt_time(i->last_seen, last);
+    printf("case %" PRId64 " (%s)\n  signature   %s\n  sig hash    %s\n  first       %s\n", i->id,
+           i->fixed ? "fixed" : "open", i->signature, i->sig_short, i->detail);
+    printf("  origin      %s, first seen %s (run %" PRId64 "), last seen %s (run %" PRId64 "), %" PRId64
+           " hits\n",
+           i->origin, first, i->first_run, last, i->last_run, i->hits);
+    printf("  recorded    scenario format v%u, trace hash %016" PRIx64 " by commit %s",
+           i->format_version, i->trace_hash, i->git_commit);
+    if (i->have_seed)
+        printf(", sweep seed %" PRIu64, i->seed);
+    printf("\n  directives  %u", i->directives);
+    if (i->have_min)
+        printf(", minimized %u (trace hash %016" PRIx64 ")", i->min_directives, i->min_trace_hash);
+    printf("\n");
+}
+
+/* show ID --min: the minimized scenario alone, as a .kvs that kvsim replay
+ * checks (its '#' lines name the case, the signature and the trace hash). */
+static kv_status show_min(const db_opts *o, replay_db *db, const replay_case_info *i, replay_err *err) {
+    static char text[SIM_SCENARIO_TEXT_MAX];
+    if (!i->have_min)
+        return replay_fail(err, REPLAY_E_NOT_FOUND,
+                           "case %" PRId64 " of %s has no minimized scenario (kvsim shrink db:%s:%" PRId64 ")",
+                           i->id, o->db, o->db, i->id);
+    kv_status s = replay_db_case_text(db, i->id, true, text, sizeof text, err);
+    if (s != KV_OK)
+        return s;
+    printf("# case %" PRId64 " of %s (%s, %s): minimized scenario, directives %u -> %u\n", i->id, o->db,
+           i->fixed ? "fixed" : "open", i->origin, i->directives, i->min_directives);
+    printf("# signature %s\n# trace-hash %016" PRIx64 "\n# ", i->signature, i->min_trace_hash);
+    print_reproduce(o, i->id, true);
+    fputs(text, stdout);
+    return KV_OK;
+}
+
 static int db_show(const db_opts *o) {
     int64_t id;
-    if (want_args(o, 1, 1, "show ID") || parse_id(o->args[0], &id))
+    if (want_args(o, 1, 1, "show ID [--min]") || parse_id(o->args[0], &id))
         return EXIT_USAGE;
     replay_db *db;
     int rc = open_db(o, REPLAY_DB_READ, &db);
@@ -295,28 +382,20 @@ static int db_show(const db_opts *o) {
     replay_err err = {0};
     kv_status s = replay_db_case_info(db, id, &c.info, &err);
     const replay_case_info *i = &c.info;
+    if (s == KV_OK && o->min) {
+        s = show_min(o, db, i, &err);
+        replay_db_close(db);
+        return s == KV_OK ? EXIT_CLEAN : kvsim_db_fail("db show", &err);
+    }
     if (s == KV_OK) {
-        char first[24], last[24];
-        fmt_time(i->first_seen, first);
-        fmt_time(i->last_seen, last);
-        printf("case %" PRId64 " (%s)\n  signature   %s\n  sig hash    %s\n  first       %s\n",
-               i->id, i->fixed ? "fixed" : "open", i->signature, i->sig_short, i->detail);
-        printf("  origin      %s, first seen %s (run %" PRId64 "), last seen %s (run %" PRId64
-               "), %" PRId64 " hits\n",
-               i->origin, first, i->first_run, last, i->last_run, i->hits);
-        printf("  recorded    scenario format v%u, trace hash %016" PRIx64 " by commit %s",
-               i->format_version, i->trace_hash, i->git_commit);
-        if (i->have_seed)
-            printf(", sweep seed %" PRIu64, i->seed);
-        printf("\n  directives  %u", i->directives);
-        if (i->have_min)
-            printf(", minimized %u (trace hash %016" PRIx64 ")", i->min_directives,
-                   i->min_trace_hash);
-        printf("\n");
+        show_info(i);
         /* the blobs are checked, but the stored text is shown either way */
         replay_err blob = {0};
         if (replay_db_case_get(db, id, &c, &blob) != KV_OK)
             printf("  DAMAGED     %s\n", blob.msg);
+        print_reproduce(o, id, false);
+        if (i->have_min)
+            print_reproduce(o, id, true);
     }
     for (int min = 0; s == KV_OK && min < 1 + (int)i->have_min; min++) {
         s = replay_db_case_text(db, id, min, text, sizeof text, &err);
@@ -415,6 +494,8 @@ static kv_status verify_one(const db_opts *o, replay_db *db, sim_world *w, int64
     if (k.outcome == REPLAY_OTHER || (k.came_back && k.r.violated))
         printf("\n         now: %s %s", kv_inv_name(k.r.inv), k.r.detail);
     printf("\n");
+    if (k.came_back || (k.regressed && !settled))
+        print_reproduce(o, id, false);
     return s;
 }
 
@@ -555,7 +636,7 @@ static int write_export(const db_opts *o, const char *path, const replay_case *c
     static uint8_t bytes[SIM_SCENARIO_BYTES_MAX];
     static sim_scenario out;
     size_t n = strlen(path), len = 0;
-    bool kvs = n >= 4 && !strcmp(path + n - 4, ".kvs");
+    bool kvs = (n >= 4 && !strcmp(path + n - 4, ".kvs")) || kv_cli_is_stdout(path);
     sim_scenario_copy(&out, sc);
     if (o->corpus)
         out.cfg.bugs = 0;
@@ -563,7 +644,7 @@ static int write_export(const db_opts *o, const char *path, const replay_case *c
              : sim_scenario_to_bytes(&out, bytes, sizeof bytes, &len)) != KV_OK)
         return fprintf(stderr, "kvsim db export: case %" PRId64 " cannot be encoded\n", c->info.id),
                EXIT_SIM;
-    FILE *f = fopen(path, kvs ? "w" : "wb");
+    FILE *f = kv_cli_open_out(path, kvs ? "w" : "wb");
     if (!f)
         return fprintf(stderr, "kvsim db export: cannot write %s\n", path), EXIT_BAD_INPUT;
     if (kvs) {
@@ -590,7 +671,7 @@ static int write_export(const db_opts *o, const char *path, const replay_case *c
     if (fclose(f))
         return fprintf(stderr, "kvsim db export: cannot write %s\n", path), EXIT_BAD_INPUT;
     printf("case %" PRId64 " (%s scenario, %u directives) -> %s\n", c->info.id,
-           min ? "minimized" : "original", sim_scenario_directives(sc), path);
+           min ? "minimized" : "original", sim_scenario_directives(sc), kv_cli_is_stdout(path) ? "stdout" : path);
     return EXIT_CLEAN;
 }
 
@@ -600,7 +681,8 @@ static const char *export_path(const char *target, const replay_case *c, const s
                                char *buf, size_t cap) {
     struct stat sb;
     size_t n = strlen(target);
-    if (!(n && target[n - 1] == '/') && !(stat(target, &sb) == 0 && S_ISDIR(sb.st_mode)))
+    if (kv_cli_is_stdout(target) ||
+        (!(n && target[n - 1] == '/') && !(stat(target, &sb) == 0 && S_ISDIR(sb.st_mode))))
         return target;
     char what[128] = "";
     size_t w = 0;
@@ -679,7 +761,9 @@ const kvsim_cmd kvsim_cmd_db = {
     "manual)\n"
     "  list [--runs]                   cases (id, status, origin, hits, invariant, directives,\n"
     "                                  signature), or the runs that recorded them\n"
-    "  show ID                         one case: what, where from, trace hash, scenario text\n"
+    "  show ID [--min]                 one case: what, where from, trace hash, the command that\n"
+    "                                  replays it, scenario text; --min: the minimized scenario\n"
+    "                                  alone, as a .kvs to save and replay (kvsim shrink makes it)\n"
     "  verify [--mark-fixed] [--rehash]  rerun every case; exit 9 if a case marked fixed\n"
     "                                  violates again (came back), else 10 if an open case\n"
     "                                  no longer gives its recorded signature and trace hash\n"
@@ -687,13 +771,14 @@ const kvsim_cmd kvsim_cmd_db = {
     "                                  --mark-fixed marks open cases that run clean as fixed;\n"
     "                                  --rehash records the new trace hash of drifted cases\n"
     "  merge SRC.db...                 fold other databases (sweep shards) into FILE\n"
-    "  export ID FILE.kvs|FILE|DIR/ [--original] [--corpus]  the minimized scenario (else\n"
-    "                                  the original) as .kvs text, any other name binary; a\n"
+    "  export ID FILE.kvs|FILE|DIR/|- [--original] [--corpus]  the minimized scenario (else\n"
+    "                                  the original) as .kvs text (- : to stdout), any other name binary; a\n"
     "                                  directory gets DIR/ORIGIN-BUG-SIG.kvs; --corpus\n"
     "                                  writes 'bugs none' + '# expect-bug' lines and checks the\n"
     "                                  corpus rules (clean with switches off) first\n"
     "  mark ID open|fixed              set a case's status\n"
     "  migrate                         create or migrate the schema\n"
+    "  Options other than --db go with the actions listed with them.\n"
     "  Exit: 0 ok, 3 bad input or damaged case, 4 usage, 6 corrupt or not a findings\n"
     "  database, 7 schema version not understood, 8 database cannot be written; verify as above.\n",
     cmd_db};

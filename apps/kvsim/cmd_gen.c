@@ -9,9 +9,11 @@
 #include "sim/gen.h"
 #include "sim/scenario.h"
 
+static const int accepts[] = {KO_SEED, KO_WORKLOAD, KO_BUG, KO_END};
+
 static int cmd_gen(int argc, char **argv) {
     kvsim_opts o;
-    int pr = kvsim_parse_opts(argc, argv, "gen", &o);
+    int pr = kvsim_parse_opts(argc, argv, "gen", accepts, 0, &o);
     if (pr == -2) return EXIT_CLEAN;
     if (pr) return EXIT_USAGE;
     if (!o.have_seed) return fprintf(stderr, "kvsim gen: give --seed N\n"), kvsim_usage("gen");

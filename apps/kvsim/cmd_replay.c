@@ -15,34 +15,73 @@ typedef struct replay_opts {
     int quiet;
 } replay_opts;
 
+static const int accepts[] = {KO_BUG, KO_TRACE_JSON, KO_FUZZ, KO_MIN, KO_QUIET, KO_END};
+
 static int parse(int argc, char **argv, replay_opts *o) {
     memset(o, 0, sizeof *o);
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-            return kvsim_usage("replay"), -2;
-        if (!strcmp(a, "--bug")) {
-            if (kvsim_take_bug("replay", v, &o->load.bugs)) return -1;
-            i++;
-        } else if (!strcmp(a, "--trace-json")) {
-            if (!v)
-                return fprintf(stderr, "kvsim replay: --trace-json needs a file name\n"), -1;
-            o->trace_json = v;
-            i++;
-        } else if (!strcmp(a, "--fuzz"))
-            o->load.fuzz = true;
-        else if (!strcmp(a, "--min"))
-            o->load.minimized = true;
-        else if (!strcmp(a, "--quiet"))
-            o->quiet = 1;
-        else if (a[0] != '-' && !o->spec)
-            o->spec = a;
-        else
-            return fprintf(stderr, "kvsim replay: unknown option '%s' (try --help)\n", a), -1;
+    kvsim_getopt g;
+    kvsim_getopt_init(&g, "replay", accepts, argc, argv);
+    int id;
+    while ((id = kvsim_getopt_next(&g)) > 0) {
+        if (id == KO_BUG && kvsim_take_bug("replay", g.arg, &o->load.bugs))
+            return -1;
+        o->trace_json = id == KO_TRACE_JSON ? g.arg : o->trace_json;
+        o->load.fuzz |= id == KO_FUZZ;
+        o->load.minimized |= id == KO_MIN;
+        o->quiet |= id == KO_QUIET;
     }
-    if (!o->spec)
+    if (id < 0)
+        return id;
+    if (kvsim_max_pos(&g, 1))
+        return -1;
+    if (!g.n_pos)
         return fprintf(stderr, "kvsim replay: give FILE.kvs, FILE or db:FILE:ID\n"), -1;
+    o->spec = g.pos[0];
     return 0;
+}
+
+/* A .kvs file's '# expect-bug NAME INV' lines (the corpus form): without
+ * --bug, the first one's switch is applied and its invariant expected. */
+static const kvsim_expect *take_expect(replay_opts *o, kvsim_expect *ex, int max) {
+    int n = o->load.fuzz ? 0 : kvsim_read_expect_bugs(o->spec, ex, max);
+    if (!n)
+        return NULL;
+    if (o->load.bugs) {
+        fprintf(stderr, "kvsim replay: --bug given: the '# expect-bug' lines of %s are not applied\n", o->spec);
+        return NULL;
+    }
+    o->load.bugs = ex[0].bug;
+    printf("applied bug switch %s from %s:%u '# expect-bug %s %s'\n", kv_bug_name(ex[0].bug), o->spec, ex[0].line,
+           kv_bug_name(ex[0].bug), ex[0].inv);
+    for (int i = 1; i < n; i++)
+        printf("  (%s:%u expects %s with %s: kvsim replay %s --bug %s)\n", o->spec, ex[i].line, ex[i].inv,
+               kv_bug_name(ex[i].bug), o->spec, kv_bug_name(ex[i].bug));
+    return &ex[0];
+}
+
+/* The verdict against the expect-bug line applied; rc the verdict so far. */
+static int judge_expect(const replay_opts *o, const kvsim_expect *e, const sim_result *r, int rc) {
+    if (!e || (rc != EXIT_SAFETY && rc != EXIT_LIVENESS && rc != EXIT_CLEAN))
+        return rc;
+    if (r->violated && !strcmp(kv_inv_name(r->inv), e->inv))
+        return rc;
+    fprintf(stderr, "kvsim replay: %s:%u expects %s with %s on; the run %s%s\n", o->spec, e->line, e->inv,
+            kv_bug_name(e->bug), r->violated ? "violates " : "runs clean",
+            r->violated ? kv_inv_name(r->inv) : "");
+    return EXIT_NOT_AS_RECORDED;
+}
+
+static void reproduce(const replay_opts *o, uint32_t user_bugs) {
+    kv_cmdline c;
+    kv_cmdline_init(&c, kvsim_prog);
+    kv_cmdline_add(&c, "replay");
+    kv_cmdline_add(&c, o->spec);
+    if (o->load.minimized)
+        kv_cmdline_add(&c, "--min");
+    if (o->load.fuzz)
+        kv_cmdline_add(&c, "--fuzz");
+    kvsim_cmdline_bugs(&c, user_bugs);
+    kvsim_print_reproduce(&c);
 }
 
 /* Prints how the replay compares with what was recorded; returns the exit
@@ -88,6 +127,9 @@ static int cmd_replay(int argc, char **argv) {
         return EXIT_CLEAN;
     if (pr)
         return EXIT_USAGE;
+    uint32_t user_bugs = o.load.bugs;
+    kvsim_expect ex[8];
+    const kvsim_expect *expect = take_expect(&o, ex, 8);
     static replay_input in;
     replay_err err = {0};
     if (replay_input_load(o.spec, &o.load, &in, &err) != KV_OK)
@@ -96,8 +138,8 @@ static int cmd_replay(int argc, char **argv) {
     if (sim_world_new(&w) != KV_OK)
         return fprintf(stderr, "kvsim: out of memory\n"), EXIT_SIM;
     FILE *json = NULL;
-    if (o.trace_json && !(json = fopen(o.trace_json, "w"))) {
-        fprintf(stderr, "kvsim replay: cannot write %s\n", o.trace_json);
+    if (o.trace_json && !(json = kv_cli_open_out(o.trace_json, "w"))) {
+        fprintf(stderr, "kvsim replay: --trace-json: cannot write %s\n", o.trace_json);
         sim_world_free(w);
         return EXIT_BAD_INPUT;
     }
@@ -117,13 +159,14 @@ static int cmd_replay(int argc, char **argv) {
            " aborted, virtual %.3f s\n",
            o.spec, r.events, r.requests_ok, r.requests_error, r.requests_aborted,
            (double)r.end_ns / 1e9);
-    if (r.violated)
+    if (r.violated) {
         kvsim_print_violation(&r);
-    else if (r.sim_error != KV_OK)
+        reproduce(&o, user_bugs);
+    } else if (r.sim_error != KV_OK)
         printf("simulator resource exhausted: %s\n", kv_status_str(r.sim_error));
     else
         printf("clean\n");
-    return judge(&in, &r);
+    return judge_expect(&o, expect, &r, judge(&in, &r));
 }
 
 const kvsim_cmd kvsim_cmd_replay = {
@@ -137,7 +180,11 @@ const kvsim_cmd kvsim_cmd_replay = {
     "  '# trace-hash' lines (kvsim db export writes them), must give the same\n"
     "  signature and trace hash as recorded. FILE without .kvs is a binary\n"
     "  scenario; --fuzz reads it as a fuzz_scenario input (crash-*), prepared\n"
-    "  as the target prepares it, with --bug as the fuzzer's KVCONN_BUG.\n"
+    "  as the target prepares it, with --bug as the fuzzer's KVCONN_BUG. A .kvs\n"
+    "  with '# expect-bug NAME INV' lines (the corpus form) replays with the\n"
+    "  first one's switch on (said on the first line; --bug overrides) and must\n"
+    "  violate INV. --trace-json - writes the JSON to stdout (the rest to stderr).\n"
     "  Exit: the verdict (0 clean, 1 safety, 2 liveness), 10 when it does not\n"
-    "  reproduce as recorded, 3 bad input or damaged case, 6/7 database errors.\n",
+    "  reproduce as recorded (or expected), 3 bad input or damaged case, 4 usage,\n"
+    "  6/7 database errors.\n",
     cmd_replay};

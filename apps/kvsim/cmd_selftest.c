@@ -97,6 +97,21 @@ static int parse_bugs(const char *v, st_opts *o) {
     return 0;
 }
 
+static const int accepts[] = {KO_FUZZER, KO_BUGS, KO_BUDGET_SEEDS, KO_FUZZ_SECONDS, KO_FUZZ_SEED, KO_JSON, KO_KEEP, KO_END};
+
+static int take_opt(const kvsim_getopt *g, int id, st_opts *o) {
+    switch (id) {
+    case KO_JSON: return o->json = 1, 0;
+    case KO_KEEP: return o->keep = 1, 0;
+    case KO_FUZZER: return o->fuzzer = g->arg, 0;
+    case KO_BUGS: return parse_bugs(g->arg, o);
+    case KO_BUDGET_SEEDS: return kvsim_opt_num(g, 1, UINT64_MAX, &o->budget_seeds);
+    case KO_FUZZ_SECONDS: return kvsim_opt_num(g, 1, UINT32_MAX, &o->fuzz_seconds);
+    case KO_FUZZ_SEED: return kvsim_opt_num(g, 0, UINT32_MAX, &o->fuzz_seed);
+    default: return -1;
+    }
+}
+
 static int parse_opts(int argc, char **argv, st_opts *o, char *fuzzer_buf, size_t cap) {
     memset(o, 0, sizeof *o);
     o->budget_seeds = 2000;
@@ -104,23 +119,13 @@ static int parse_opts(int argc, char **argv, st_opts *o, char *fuzzer_buf, size_
     o->fuzz_seed = 1;
     for (uint32_t b = 1; b && o->n_bugs < ST_BUGS_MAX; b <<= 1)
         if (strcmp(kv_bug_name(b), "?")) o->bug[o->n_bugs++] = b;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return kvsim_usage("selftest"), -2;
-        if (!strcmp(a, "--json")) o->json = 1;
-        else if (!strcmp(a, "--keep")) o->keep = 1;
-        else if (!strcmp(a, "--fuzzer") && v) o->fuzzer = v, i++;
-        else if (!strcmp(a, "--bugs") && v) {
-            if (parse_bugs(v, o)) return -1;
-            i++;
-        } else if ((!strcmp(a, "--budget-seeds") || !strcmp(a, "--fuzz-seconds") || !strcmp(a, "--fuzz-seed")) && v) {
-            uint64_t n;
-            if (kvsim_parse_u64(v, &n) || (n == 0 && strcmp(a, "--fuzz-seed")))
-                return fprintf(stderr, "kvsim selftest: %s needs a positive number, got '%s'\n", a, v), -1;
-            *(!strcmp(a, "--budget-seeds") ? &o->budget_seeds : !strcmp(a, "--fuzz-seconds") ? &o->fuzz_seconds : &o->fuzz_seed) = n;
-            i++;
-        } else return fprintf(stderr, "kvsim selftest: unknown option or missing value '%s' (try --help)\n", a), -1;
-    }
+    kvsim_getopt g;
+    kvsim_getopt_init(&g, "selftest", accepts, argc, argv);
+    int id;
+    while ((id = kvsim_getopt_next(&g)) > 0)
+        if (take_opt(&g, id, o)) return -1;
+    if (id < 0) return id;
+    if (kvsim_max_pos(&g, 0)) return -1;
     if (!o->fuzzer) o->fuzzer = default_fuzzer(fuzzer_buf, cap);
     return 0;
 }

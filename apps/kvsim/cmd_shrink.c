@@ -18,54 +18,65 @@ typedef struct shrink_opts {
     int no_store;
 } shrink_opts;
 
+static const int accepts[] = {KO_OUT, KO_BUG, KO_MAX_RUNS, KO_FUZZ, KO_NO_BLAME, KO_NO_STORE, KO_END};
+
+static int take(const kvsim_getopt *g, int id, shrink_opts *o) {
+    uint64_t n;
+    switch (id) {
+    case KO_BUG:
+        return kvsim_take_bug("shrink", g->arg, &o->load.bugs);
+    case KO_OUT:
+        o->out = g->arg;
+        return 0;
+    case KO_MAX_RUNS:
+        if (kvsim_opt_num(g, 1, 1000000, &n))
+            return -1;
+        o->shrink.max_runs = (uint32_t)n;
+        return 0;
+    case KO_FUZZ:
+        o->load.fuzz = true;
+        return 0;
+    case KO_NO_BLAME:
+        o->shrink.keep_blame = false;
+        return 0;
+    case KO_NO_STORE:
+        o->no_store = 1;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
 static int parse(int argc, char **argv, shrink_opts *o) {
     memset(o, 0, sizeof *o);
     o->shrink.keep_blame = true;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-            return kvsim_usage("shrink"), -2;
-        if (!strcmp(a, "--bug")) {
-            if (kvsim_take_bug("shrink", v, &o->load.bugs)) return -1;
-            i++;
-        } else if (!strcmp(a, "-o")) {
-            if (!v)
-                return fprintf(stderr, "kvsim shrink: -o needs a file name\n"), -1;
-            o->out = v;
-            i++;
-        } else if (!strcmp(a, "--max-runs")) {
-            uint64_t n;
-            if (kvsim_parse_u64(v, &n) || n < 1 || n > 1000000)
-                return fprintf(stderr, "kvsim shrink: --max-runs needs 1..1000000, got '%s'\n",
-                               v ? v : ""),
-                       -1;
-            o->shrink.max_runs = (uint32_t)n;
-            i++;
-        } else if (!strcmp(a, "--fuzz"))
-            o->load.fuzz = true;
-        else if (!strcmp(a, "--no-blame"))
-            o->shrink.keep_blame = false;
-        else if (!strcmp(a, "--no-store"))
-            o->no_store = 1;
-        else if (a[0] != '-' && !o->spec)
-            o->spec = a;
-        else
-            return fprintf(stderr, "kvsim shrink: unknown option '%s' (try --help)\n", a), -1;
-    }
-    if (!o->spec)
+    kvsim_getopt g;
+    kvsim_getopt_init(&g, "shrink", accepts, argc, argv);
+    int id;
+    while ((id = kvsim_getopt_next(&g)) > 0)
+        if (take(&g, id, o))
+            return -1;
+    if (id < 0)
+        return id;
+    if (kvsim_max_pos(&g, 1))
+        return -1;
+    if (!g.n_pos)
         return fprintf(stderr, "kvsim shrink: give FILE.kvs, FILE or db:FILE:ID\n"), -1;
+    o->spec = g.pos[0];
     return 0;
 }
 
-static int write_kvs(const char *path, const char *from, const sim_scenario *sc,
+/* f: stdout opened before anything was printed (-o -), else NULL. */
+static int write_kvs(FILE *f, const char *path, const char *from, const sim_scenario *sc,
                      const sim_result *r, const replay_shrink_stats *st) {
     static char text[SIM_SCENARIO_TEXT_MAX];
     size_t n = 0;
     if (sim_scenario_to_text(sc, text, sizeof text, &n) != KV_OK)
         return fprintf(stderr, "kvsim shrink: the result is outside the text format\n"), EXIT_SIM;
-    FILE *f = fopen(path, "w");
     if (!f)
-        return fprintf(stderr, "kvsim shrink: cannot write %s\n", path), EXIT_BAD_INPUT;
+        f = fopen(path, "w");
+    if (!f)
+        return fprintf(stderr, "kvsim shrink: -o: cannot write %s\n", path), EXIT_BAD_INPUT;
     fprintf(f, "# shrunk by kvsim shrink from %s: directives %u -> %u in %u runs\n", from,
             st->directives_before, st->directives_after, st->runs);
     fprintf(f, "# signature %s\n# trace-hash %016" PRIx64 "\n", st->signature, r->trace_hash);
@@ -88,6 +99,25 @@ static int store(const replay_input *in, const sim_scenario *min, const sim_resu
     return EXIT_CLEAN;
 }
 
+/* The command that replays the result: the written .kvs (its 'bugs' line
+ * has the switches), else the case's stored minimized scenario. */
+static void reproduce(const replay_input *in, const char *out, bool stored) {
+    kv_cmdline c;
+    char spec[1100];
+    kv_cmdline_init(&c, kvsim_prog);
+    kv_cmdline_add(&c, "replay");
+    if (out && !kv_cli_is_stdout(out)) {
+        kv_cmdline_add(&c, out);
+    } else if (stored) {
+        snprintf(spec, sizeof spec, "db:%s:%" PRId64, in->db_path, in->info.id);
+        kv_cmdline_add(&c, spec);
+        kv_cmdline_add(&c, "--min");
+    } else {
+        return;
+    }
+    kvsim_print_reproduce(&c);
+}
+
 static int cmd_shrink(int argc, char **argv) {
     shrink_opts o;
     int pr = parse(argc, argv, &o);
@@ -95,6 +125,10 @@ static int cmd_shrink(int argc, char **argv) {
         return EXIT_CLEAN;
     if (pr)
         return EXIT_USAGE;
+    /* -o -: stdout is the .kvs alone from here on */
+    FILE *out = kv_cli_is_stdout(o.out) ? kv_cli_open_out(o.out, "w") : NULL;
+    if (kv_cli_is_stdout(o.out) && !out)
+        return fprintf(stderr, "kvsim shrink: -o: cannot write to stdout\n"), EXIT_BAD_INPUT;
     static replay_input in;
     static sim_scenario min;
     replay_err err = {0};
@@ -130,11 +164,14 @@ static int cmd_shrink(int argc, char **argv) {
     kvsim_print_violation(&r);
     int rc = EXIT_CLEAN;
     if (o.out)
-        rc = write_kvs(o.out, o.spec, &min, &r, &st);
+        rc = write_kvs(out, o.out, o.spec, &min, &r, &st);
     if (rc == EXIT_CLEAN && o.out)
-        printf("wrote %s\n", o.out);
-    if (rc == EXIT_CLEAN && in.from_db && !o.no_store)
+        printf("wrote %s\n", kv_cli_is_stdout(o.out) ? "the scenario to stdout" : o.out);
+    bool stored = rc == EXIT_CLEAN && in.from_db && !o.no_store;
+    if (stored)
         rc = store(&in, &min, &r);
+    if (rc == EXIT_CLEAN)
+        reproduce(&in, o.out, stored);
     return rc;
 }
 
@@ -150,5 +187,6 @@ const kvsim_cmd kvsim_cmd_shrink = {
     "  '# signature' and '# trace-hash' lines); a database case also gets it\n"
     "  stored as its minimized scenario unless --no-store. At most --max-runs\n"
     "  simulator runs (default 4000). --fuzz and --bug as for kvsim replay.\n"
+    "  -o - writes the .kvs to stdout (the rest of the output to stderr).\n"
     "  Exit: 0 done, 3 the input runs clean or is bad, 4 usage, 6-8 database errors.\n",
     cmd_shrink};

@@ -29,7 +29,39 @@ static void progress(void *ctx, uint64_t done, uint64_t total, const sim_sweep *
     if (done == total) fputc('\n', stderr);
 }
 
-static void sweep_table(const sim_sweep *s, double secs, const char *workload) {
+/* The one command that reruns a sweep's seed: the generator (--workload),
+ * the bug switches and the block memory (--kvmem) make the run; --jobs,
+ * --shard, --stop and --db do not. */
+static void reproduce(const kvsim_opts *o, uint64_t seed, kv_cmdline *c) {
+    char num[24];
+    snprintf(num, sizeof num, "%" PRIu64, seed);
+    kv_cmdline_init(c, kvsim_prog);
+    kv_cmdline_add(c, "run");
+    kv_cmdline_add(c, "--seed");
+    kv_cmdline_add(c, num);
+    if (o->workload && strcmp(o->workload, "faults")) {
+        kv_cmdline_add(c, "--workload");
+        kv_cmdline_add(c, o->workload);
+    }
+    kvsim_cmdline_bugs(c, o->bugs);
+    if (o->staged) {
+        kv_cmdline_add(c, "--kvmem");
+        kv_cmdline_add(c, "staged");
+    }
+}
+
+static void json_string(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') putchar('\\');
+        if ((unsigned char)*s < 0x20) printf("\\u%04x", (unsigned)(unsigned char)*s);
+        else putchar(*s);
+    }
+    putchar('"');
+}
+
+static void sweep_table(const sim_sweep *s, double secs, const kvsim_opts *o) {
+    const char *workload = o->workload;
     if (workload) printf("workload %s\n", workload);
     printf("runs %" PRIu64 "   violations %" PRIu64 "   simulator errors %" PRIu64 "   wall %.2f s\n", s->runs,
            s->violations, s->sim_errors, secs);
@@ -57,14 +89,15 @@ static void sweep_table(const sim_sweep *s, double secs, const char *workload) {
     printf("\nreach (rare combinations; docs/oracles.md)\n");
     for (uint32_t k = 0; k < SIM_R_COUNT; k++) printf("%-48s %12" PRIu64 "\n", sim_reach_name(k), s->reach[k]);
     if (s->first_violation_seed != UINT64_MAX) {
-        bool other = workload && strcmp(workload, "faults");
-        printf("\nfirst violation: seed %" PRIu64 " (reproduce: kvsim run --seed %" PRIu64 "%s%s)\n", s->first_violation_seed,
-               s->first_violation_seed, other ? " --workload " : "", other ? workload : "");
+        kv_cmdline c;
+        reproduce(o, s->first_violation_seed, &c);
+        printf("\nfirst violation: seed %" PRIu64 "\n", s->first_violation_seed);
         kvsim_print_violation(&s->first);
+        kvsim_print_reproduce(&c);
     }
 }
 
-static void sweep_json(const sim_sweep *s, double secs) {
+static void sweep_json(const sim_sweep *s, double secs, const kvsim_opts *o) {
     printf("{\"runs\":%" PRIu64 ",\"violations\":%" PRIu64 ",\"sim_errors\":%" PRIu64 ",\"wall_s\":%.3f,"
            "\"events\":%" PRIu64 ",\"events_per_s\":%.0f,\"requests\":%" PRIu64 ",\"requests_per_s\":%.0f,"
            "\"store_saves\":%" PRIu64 ",\"store_loads\":%" PRIu64 ",\"rejected_loads\":%" PRIu64
@@ -77,8 +110,14 @@ static void sweep_json(const sim_sweep *s, double secs) {
     printf("},\"reach\":{");
     for (uint32_t k = 0; k < SIM_R_COUNT; k++) printf("%s\"%s\":%" PRIu64, k ? "," : "", sim_reach_name(k), s->reach[k]);
     printf("},\"first_violation_seed\":");
-    if (s->first_violation_seed == UINT64_MAX) printf("null");
-    else printf("%" PRIu64, s->first_violation_seed);
+    if (s->first_violation_seed == UINT64_MAX) {
+        printf("null,\"reproduce\":null");
+    } else {
+        kv_cmdline c;
+        reproduce(o, s->first_violation_seed, &c);
+        printf("%" PRIu64 ",\"reproduce\":", s->first_violation_seed);
+        json_string(c.s);
+    }
     printf("}\n");
 }
 
@@ -218,18 +257,6 @@ static int sweep_hashes(const kvsim_opts *o) {
     return EXIT_CLEAN;
 }
 
-/* Takes "--db FILE" out of argv (the shared option parser does not know
- * it); returns the new argc. */
-static int take_db_opt(int argc, char **argv, char **args, const char **path) {
-    int n = 0;
-    *path = NULL;
-    for (int i = 0; i < argc; i++) {
-        if (i >= 2 && !strcmp(argv[i], "--db") && i + 1 < argc) *path = argv[++i];
-        else args[n++] = argv[i];
-    }
-    return n;
-}
-
 typedef struct run_counts_ctx {
     const db_sink *k;
     FILE *out;                /* stderr under --json, so stdout stays one JSON object */
@@ -264,19 +291,24 @@ static int sink_run(db_sink *k, int argc, char **argv, bool begin, uint64_t scen
     return st == KV_OK ? EXIT_CLEAN : kvsim_db_fail("sweep", &err);
 }
 
-static int cmd_sweep(int argc_all, char **argv_all) {
+static const int accepts[] = {KO_SEEDS, KO_WORKLOAD, KO_BUG, KO_JOBS, KO_SHARD, KO_STOP, KO_JSON,
+                              KO_HASHES, KO_DB, KO_KVMEM, KO_END};
+
+static int cmd_sweep(int argc, char **argv) {
     kvsim_opts o;
-    char *argv[256];
     db_sink sink = {0};
-    if (argc_all > 256) return fprintf(stderr, "kvsim sweep: too many arguments\n"), EXIT_USAGE;
-    int argc = take_db_opt(argc_all, argv_all, argv, &sink.path);
-    int pr = kvsim_parse_opts(argc, argv, "sweep", &o);
+    int pr = kvsim_parse_opts(argc, argv, "sweep", accepts, 0, &o);
     if (pr == -2) return EXIT_CLEAN;
     if (pr) return EXIT_USAGE;
+    sink.path = o.db;
     if (!o.have_range) return fprintf(stderr, "kvsim sweep: give --seeds A..B\n"), kvsim_usage("sweep");
     if (o.hashes && sink.path) return fprintf(stderr, "kvsim sweep: --db does not go with --hashes\n"), EXIT_USAGE;
+    if (o.hashes && (o.json || o.stop || o.jobs > 1 || o.shard_n > 1))
+        return fprintf(stderr, "kvsim sweep: --hashes prints one line per seed, in one process: it does not go with %s\n",
+                       o.json ? "--json" : o.stop ? "--stop" : o.jobs > 1 ? "--jobs" : "--shard"),
+               EXIT_USAGE;
     if (o.hashes) return sweep_hashes(&o);
-    int rc = sink.path ? sink_run(&sink, argc_all, argv_all, true, 0, o.json) : EXIT_CLEAN;
+    int rc = sink.path ? sink_run(&sink, argc, argv, true, 0, o.json) : EXIT_CLEAN;
     if (rc) return rc;
     static sim_sweep s;
     sim_sweep_init(&s);
@@ -285,9 +317,9 @@ static int cmd_sweep(int argc_all, char **argv_all) {
     double secs = kvsim_wall_s() - pc.t0;
     if (st != KV_OK) return fprintf(stderr, "kvsim sweep: %s\n", kv_status_str(st)), EXIT_BAD_INPUT;
     if (secs <= 0) secs = 1e-9;
-    if (o.json) sweep_json(&s, secs);
-    else sweep_table(&s, secs, o.workload);
-    if (sink.path && (rc = sink_run(&sink, argc_all, argv_all, false, s.runs, o.json))) return rc;
+    if (o.json) sweep_json(&s, secs, &o);
+    else sweep_table(&s, secs, &o);
+    if (sink.path && (rc = sink_run(&sink, argc, argv, false, s.runs, o.json))) return rc;
     if (sink.failed) return fprintf(stderr, "kvsim sweep: some findings were not recorded in %s\n", sink.path), EXIT_DB_READONLY;
     if (s.first_violation_seed != UINT64_MAX) return kvsim_verdict_code(&s.first);
     return s.sim_errors ? EXIT_SIM : EXIT_CLEAN;
@@ -306,5 +338,7 @@ const kvsim_cmd kvsim_cmd_sweep = {
     "  found (one transaction each, deduplicated by signature; see kvsim db).\n"
     "  --kvmem staged: every worker keeps its KV apart from the memory the\n"
     "  transport uses, as device memory with a pinned mirror would (core/kvmem.h);\n"
-    "  the trace hashes must equal those of host memory (the default).\n",
+    "  the trace hashes must equal those of host memory (the default).\n"
+    "  A violation prints the one command that reproduces the first violating\n"
+    "  seed ('reproduce: ...'; \"reproduce\" in the JSON).\n",
     cmd_sweep};
