@@ -112,9 +112,7 @@ void chk_hit_execute(sim_check *c, uint32_t engine, uint32_t rank, const kv_msg 
         /* a waiting request that gave its loaded KV back to let running ones
          * grow recomputes by the engine's rule: nothing to expect */
         if (gave_back(e, r->id)) c->req[r->id].hit_expected[side] = 0;
-        const kv_engine_cfg *cfg = &e->cfg;
-        bool recurrent = false;
-        for (uint32_t g = 0; g < cfg->n_groups; g++) recurrent |= cfg->group[g].kind == KV_GROUP_MAMBA;
+        bool recurrent = chk_recurrent(e);
         c->v.res->reach[SIM_R_RECURRENT_CONTINUED] += recurrent && r->computed_before > 0;
         uint32_t hit = local_hit_of(e, r->id);
         bool all_but_one = hit > 0 && hit == r->num_tokens - 1u;
