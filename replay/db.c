@@ -25,6 +25,7 @@ struct replay_db {
     bool writable;
     void (*commit_hook)(void *ctx); /* test fault injection, may be NULL */
     void *commit_ctx;               /* borrowed, passed to commit_hook */
+    bool batch;                     /* inside replay_db_batch_begin: records are savepoints */
 };
 
 /* schema_steps[v] takes the schema from version v to v + 1. Append a step
@@ -221,6 +222,21 @@ static kv_status step_done(replay_db *db, sqlite3_stmt *st, const char *what, re
 
 static void rollback(replay_db *db) {
     sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* One record's transaction: its own IMMEDIATE transaction, or inside a
+ * batch a savepoint of the batch's (undone alone when the record fails). */
+static kv_status record_begin(replay_db *db, replay_err *err) {
+    return exec(db, db->batch ? "SAVEPOINT record" : "BEGIN IMMEDIATE", err);
+}
+static kv_status record_commit(replay_db *db, replay_err *err) {
+    return exec(db, db->batch ? "RELEASE record" : "COMMIT", err);
+}
+static void record_rollback(replay_db *db) {
+    if (db->batch)
+        sqlite3_exec(db->h, "ROLLBACK TO record; RELEASE record", NULL, NULL, NULL);
+    else
+        rollback(db);
 }
 
 static void hex16(uint64_t v, char out[17]) {
@@ -460,6 +476,29 @@ kv_status replay_db_run_end(replay_db *db, int64_t run, uint64_t scenarios, repl
     return step_done(db, st, "ending the run", err);
 }
 
+/* ---- batches ---------------------------------------------------------------------- */
+
+kv_status replay_db_batch_begin(replay_db *db, replay_err *err) {
+    kv_status s = exec(db, "BEGIN IMMEDIATE", err);
+    if (s == KV_OK)
+        db->batch = true;
+    return s;
+}
+
+kv_status replay_db_batch_commit(replay_db *db, replay_err *err) {
+    kv_status s = exec(db, "COMMIT", err);
+    if (s != KV_OK)
+        rollback(db);
+    db->batch = false;
+    return s;
+}
+
+void replay_db_batch_rollback(replay_db *db) {
+    if (db->batch)
+        rollback(db);
+    db->batch = false;
+}
+
 /* ---- recording ------------------------------------------------------------------- */
 
 /* Canonical bytes and text of a valid scenario, in static scratch (one
@@ -621,14 +660,14 @@ kv_status replay_db_record(replay_db *db, int64_t run, const replay_finding *f,
     hex16(f->input ? replay_fnv64(f->input, f->input_len) : replay_fnv64(e.bytes, e.n_bytes),
           input_hash);
     int64_t now = (int64_t)time(NULL), id = 0;
-    s = exec(db, "BEGIN IMMEDIATE", err);
+    s = record_begin(db, err);
     if (s != KV_OK)
         return s;
     bool seen = false;
     if (f->skip_seen_input)
         s = input_seen(db, input_hash, &seen, err);
     if (s == KV_OK && seen) {
-        rollback(db);
+        record_rollback(db);
         out->seen_input = true;
         return KV_OK;
     }
@@ -645,9 +684,9 @@ kv_status replay_db_record(replay_db *db, int64_t run, const replay_finding *f,
     if (s == KV_OK && db->commit_hook)
         db->commit_hook(db->commit_ctx);
     if (s == KV_OK)
-        s = exec(db, "COMMIT", err);
+        s = record_commit(db, err);
     if (s != KV_OK) {
-        rollback(db);
+        record_rollback(db);
         out->is_new = false;
         return s;
     }

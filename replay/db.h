@@ -106,6 +106,19 @@ kv_status replay_db_run_begin(replay_db *db, const char *tool, const char *confi
 /* Sets ended, scenarios, and findings / new cases counted from the tables. */
 kv_status replay_db_run_end(replay_db *db, int64_t run, uint64_t scenarios, replay_err *err);
 
+/* ---- batches ---------------------------------------------------------------- */
+
+/* All or nothing: between batch_begin and batch_commit every write (a run
+ * row, its records) is one IMMEDIATE transaction, and batch_rollback undoes
+ * all of it; a record that fails inside a batch is undone alone (a
+ * savepoint) and the caller decides. The write lock is held throughout:
+ * other writers wait for it (busy timeout) or fail with "locked". A
+ * process that dies inside a batch leaves nothing of it. Used by
+ * `kvsim db import`, so a failed import leaves no run behind. */
+kv_status replay_db_batch_begin(replay_db *db, replay_err *err);
+kv_status replay_db_batch_commit(replay_db *db, replay_err *err);
+void replay_db_batch_rollback(replay_db *db); /* no-op outside a batch */
+
 /* ---- recording --------------------------------------------------------------- */
 
 typedef struct replay_finding {

@@ -160,6 +160,14 @@ expect_rc 0 "import" "$K" db --db imp.db import lf afl --bug recv_map_race
 grep -q "3 inputs: 1 new cases, 0 known, 1 already imported, 1 clean" out.txt || fail "import: $(cat out.txt)"
 [ "$(sql imp.db "SELECT origin || ' ' || hits FROM cases")" = "import 1" ] || fail "import rows"
 echo "  import: crash-* and crashes/ files found (README.txt and other files skipped), the same input once"
+# a failed import is rolled back: a case it had recorded and its run row are gone, the file as before
+cp own.bin lf/crash-0002-other; printf 'y' >> lf/crash-0002-other
+before=$(dump imp.db)
+expect_rc 3 "import of a missing path" "$K" db --db imp.db import lf no-such-dir --bug recv_map_race
+grep -q "no-such-dir" err.txt && grep -q "rolled back" err.txt || fail "failed import: $(cat err.txt)"
+[ "$(dump imp.db)" = "$before" ] || fail "a failed import changed the database"
+rm lf/crash-0002-other
+echo "  import: a failed import (a missing path after a new finding) leaves the database as it was"
 
 # ---- the fuzzer's finding into a regression test ------------------------------------------------------
 if [ -x "$F" ]; then

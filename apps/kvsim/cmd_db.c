@@ -210,15 +210,26 @@ static int db_import(const db_opts *o, int argc, char **argv) {
     replay_err err = {0};
     int64_t run = 0;
     replay_import_stats st = {0};
-    kv_status s = replay_db_run_begin(db, "kvsim db import", config, &run, &err);
+    /* one batch: an import that fails part way leaves neither its run nor
+     * any of its cases (the lines printed so far say what was read) */
+    kv_status s = replay_db_batch_begin(db, &err);
+    if (s == KV_OK)
+        s = replay_db_run_begin(db, "kvsim db import", config, &run, &err);
     for (int i = 0; s == KV_OK && i < o->n_args; i++)
         s = replay_import(db, run, w, o->args[i], o->bugs, import_note, (void *)o, &st, &err);
     if (s == KV_OK)
         s = replay_db_run_end(db, run, st.inputs, &err);
+    if (s == KV_OK)
+        s = replay_db_batch_commit(db, &err);
+    else
+        replay_db_batch_rollback(db);
     sim_world_free(w);
     replay_db_close(db);
-    if (s != KV_OK)
-        return kvsim_db_fail("db import", &err);
+    if (s != KV_OK) {
+        int rc_fail = kvsim_db_fail("db import", &err);
+        fprintf(stderr, "kvsim db import: nothing was recorded (the import was rolled back)\n");
+        return rc_fail;
+    }
     printf("%" PRIu64 " inputs: %" PRIu64 " new cases, %" PRIu64 " known, %" PRIu64
            " already imported, %" PRIu64 " clean, %" PRIu64 " not recordable\n",
            st.inputs, st.by_what[REPLAY_IMPORT_NEW], st.by_what[REPLAY_IMPORT_SEEN],
