@@ -157,4 +157,23 @@ expect_rc 0 "shrink -o -" "$K" shrink min.kvs -o -
 grep -q "^kvs [0-9]" out.txt && ! grep -q "^signature" out.txt || fail "shrink -o -: stdout is not the .kvs alone"
 [ ! -e ./- ] || fail "a file named '-' was written"
 echo "  run of a fuzzer artifact runs it as replay --fuzz (and says so); '-' is stdout"
+# ---- --jobs: one progress bar on a terminal, nothing when piped; signals reach the workers ------
+if command -v script > /dev/null; then
+  script -qec "$K sweep --seeds 1..600 --jobs 2 --bug err_early_return > /dev/null" /dev/null > tty.txt 2>&1
+  bar=$(tr '\r' '\n' < tty.txt | grep -a '600/600')
+  case "$bar" in *"runs/s"*"violations "[1-9]*) ;; *) fail "--jobs 2 on a terminal: no aggregated bar: $(tr '\r' '\n' < tty.txt | tail -3)";; esac
+  echo "  --jobs 2 on a terminal: one bar over both workers (600/600, rate, violations)"
+fi
+"$K" sweep --seeds 1..300 --jobs 2 > out.txt 2> err.txt
+grep -q $'\r' err.txt out.txt && fail "--jobs 2 piped: a progress bar was written"
+"$K" sweep --seeds 1..100000000 --jobs 2 > out.txt 2> err.txt &
+parent=$!
+kids=""
+for _ in $(seq 50); do kids=$(cat /proc/"$parent"/task/*/children 2> /dev/null); [ "$(echo $kids | wc -w)" = 2 ] && break; sleep 0.1; done
+[ "$(echo $kids | wc -w)" = 2 ] || fail "--jobs 2: two workers not seen (got '$kids')"
+kill -TERM "$parent"; wait "$parent"; rc=$?
+[ "$rc" = 143 ] || fail "SIGTERM to a --jobs sweep: exit $rc, want 143 (killed by SIGTERM)"
+for p in $kids; do kill -0 "$p" 2> /dev/null && fail "SIGTERM to a --jobs sweep left worker $p running"; done
+grep -q "stopped 2 workers" err.txt || fail "SIGTERM: $(cat err.txt)"
+echo "  SIGTERM to a --jobs 2 sweep stops both workers, then the sweep dies of it (143)"
 echo "cli: ok"

@@ -1,9 +1,15 @@
 /* kvsim sweep — generated scenarios over a seed range, in N processes. */
+/* MAP_ANONYMOUS (the --jobs progress counters) is not in POSIX 2008 */
+#define _DEFAULT_SOURCE
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,19 +20,41 @@
 #include "replay/db.h"
 #include "replay/finding.h"
 
+/* The progress bar: on stderr, only when stderr is a terminal and stdout is
+ * not JSON; one line redrawn in place (done/total, rate, ETA, violations so
+ * far). With --jobs N the parent draws it from the counters the children
+ * publish in shared memory. */
 typedef struct progress_ctx {
     int tty;
-    double t0;
+    double t0, last;
+    bool line_open;            /* a bar is on the line, not yet ended by a newline */
+    volatile uint64_t *shared; /* --jobs child: [0] done, [1] violations of this job; NULL otherwise */
 } progress_ctx;
+
+static void progress_draw(progress_ctx *p, uint64_t done, uint64_t total, uint64_t violations) {
+    double now = kvsim_wall_s(), el = now - p->t0;
+    if (done != total && now - p->last < 0.2) return;
+    p->last = now;
+    int width = 30, fill = total ? (int)((double)done / (double)total * width) : width;
+    double rate = el > 0 ? (double)done / el : 0;
+    fprintf(stderr, "\r[%.*s%*s] %" PRIu64 "/%" PRIu64 "  %.0f runs/s  ", fill,
+            "==============================", width - fill, "", done, total, rate);
+    if (done == total) fprintf(stderr, "%.1f s", el);
+    else if (rate > 0) fprintf(stderr, "ETA %.0f s", (double)(total - done) / rate);
+    else fputs("ETA ?", stderr);
+    fprintf(stderr, "  violations %" PRIu64 "   ", violations);
+    p->line_open = done != total;
+    if (done == total) fputc('\n', stderr);
+}
 
 static void progress(void *ctx, uint64_t done, uint64_t total, const sim_sweep *s) {
     progress_ctx *p = ctx;
-    if (!p->tty || (done % 64 && done != total)) return;
-    int width = 40, fill = (int)((double)done / (double)total * width);
-    fprintf(stderr, "\r[%.*s%*s] %" PRIu64 "/%" PRIu64 "  violations %" PRIu64 "  %.1f s", fill,
-            "========================================", width - fill, "", done, total, s->violations,
-            kvsim_wall_s() - p->t0);
-    if (done == total) fputc('\n', stderr);
+    if (p->shared) {
+        p->shared[0] = s->runs; /* this job's runs: the parent sums them */
+        p->shared[1] = s->violations;
+        return;
+    }
+    if (p->tty) progress_draw(p, done, total, s->violations);
 }
 
 /* The one command that reruns a sweep's seed: the generator (--workload),
@@ -199,44 +227,104 @@ static void sweep_merge(sim_sweep *into, const sim_sweep *s) {
     }
 }
 
+/* --jobs N: the signal the parent got; forwarded to every child. */
+static volatile sig_atomic_t g_signal;
+static void on_signal(int sig) { g_signal = sig; }
+
+/* Seeds of A..B that shard si/sn runs (seed % sn == si: sim/sweep.c). */
+static uint64_t shard_seeds(const kvsim_opts *o, uint32_t si, uint32_t sn) {
+    uint64_t first = o->from + ((uint64_t)si + sn - o->from % sn) % sn;
+    if (first < o->from || first > o->to) return 0;
+    return (o->to - first) / sn + 1;
+}
+
 /* --jobs N: N child processes, shard i/N each (within the --shard given),
- * results back through a pipe as the raw summary struct. */
-static kv_status sweep_jobs(const kvsim_opts *o, db_sink *k, sim_sweep *s) {
+ * results back through a pipe as the raw summary struct. The parent waits
+ * on the pipes, draws the aggregated progress bar from the children's
+ * shared counters, and forwards SIGINT, SIGTERM and SIGHUP to the
+ * children, then dies of the same signal once they are gone, so no worker
+ * is left behind. */
+static kv_status sweep_jobs(const kvsim_opts *o, progress_ctx *pc, db_sink *k, sim_sweep *s) {
     int fds[64];
     pid_t pids[64];
-    for (uint32_t j = 0; j < o->jobs; j++) {
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    struct sigaction sa = {.sa_handler = on_signal}, old[3];
+    sigemptyset(&sa.sa_mask);
+    volatile uint64_t *shared = mmap(NULL, 64 * 2 * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+                                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared == MAP_FAILED) return KV_ENOMEM;
+    for (int i = 0; i < 3; i++) sigaction(sigs[i], &sa, &old[i]);
+    uint32_t started = 0;
+    kv_status st = KV_OK;
+    for (uint32_t j = 0; j < o->jobs && !g_signal; j++) {
         int p[2];
-        if (pipe(p)) return KV_EIO;
+        if (pipe(p)) { st = KV_EIO; break; }
         pid_t pid = fork();
-        if (pid < 0) return KV_EIO;
+        if (pid < 0) { close(p[0]); close(p[1]); st = KV_EIO; break; }
         if (pid == 0) {
+            for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
             close(p[0]);
             static sim_sweep mine;
             sim_sweep_init(&mine);
-            kv_status st = sweep_one(o, o->shard_i * o->jobs + j, o->shard_n * o->jobs, NULL, k, &mine);
+            progress_ctx cp = {.shared = shared + 2 * j};
+            kv_status cst = sweep_one(o, o->shard_i * o->jobs + j, o->shard_n * o->jobs, &cp, k, &mine);
             ssize_t n = write(p[1], &mine, sizeof mine);
-            _exit(st == KV_OK && n == (ssize_t)sizeof mine ? (k->failed ? 2 : 0) : 1);
+            _exit(cst == KV_OK && n == (ssize_t)sizeof mine ? (k->failed ? 2 : 0) : 1);
         }
         close(p[1]);
         fds[j] = p[0];
         pids[j] = pid;
+        started++;
     }
-    kv_status st = KV_OK;
-    for (uint32_t j = 0; j < o->jobs; j++) {
-        static sim_sweep part;
-        size_t got = 0;
-        while (got < sizeof part) {
-            ssize_t n = read(fds[j], (char *)&part + got, sizeof part - got);
-            if (n <= 0) break;
-            got += (size_t)n;
+    uint64_t total = 0;
+    for (uint32_t j = 0; j < o->jobs; j++) total += shard_seeds(o, o->shard_i * o->jobs + j, o->shard_n * o->jobs);
+    static sim_sweep part[64];
+    size_t got[64] = {0};
+    bool open_fd[64];
+    for (uint32_t j = 0; j < started; j++) open_fd[j] = true;
+    for (uint32_t left = started; left && !g_signal;) {
+        struct pollfd pf[64];
+        nfds_t n = 0;
+        uint32_t which[64];
+        for (uint32_t j = 0; j < started; j++)
+            if (open_fd[j]) pf[n] = (struct pollfd){.fd = fds[j], .events = POLLIN}, which[n++] = j;
+        int r = poll(pf, n, pc->tty ? 200 : -1);
+        if (pc->tty) {
+            uint64_t done = 0, viol = 0;
+            for (uint32_t j = 0; j < started; j++) done += shared[2 * j], viol += shared[2 * j + 1];
+            progress_draw(pc, done, total, viol);
         }
-        close(fds[j]);
-        int wst = 0;
-        waitpid(pids[j], &wst, 0);
-        if (got == sizeof part && WIFEXITED(wst) && WEXITSTATUS(wst) == 2) k->failed = true;
-        if (got != sizeof part || !WIFEXITED(wst) || (WEXITSTATUS(wst) && WEXITSTATUS(wst) != 2)) st = KV_EIO;
-        else sweep_merge(s, &part);
+        if (r <= 0) continue; /* timeout, or EINTR (g_signal is checked above) */
+        for (nfds_t i = 0; i < n; i++) {
+            if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            uint32_t j = which[i];
+            ssize_t m = read(fds[j], (char *)&part[j] + got[j], sizeof part[j] - got[j]);
+            if (m > 0) got[j] += (size_t)m;
+            if (m <= 0 || got[j] == sizeof part[j]) open_fd[j] = false, left--;
+        }
     }
+    int sig = g_signal;
+    if (pc->line_open) fputc('\n', stderr);
+    for (uint32_t j = 0; j < started; j++) {
+        if (sig) kill(pids[j], sig);
+        close(fds[j]);
+    }
+    for (uint32_t j = 0; j < started; j++) {
+        int wst = 0;
+        while (waitpid(pids[j], &wst, 0) < 0 && errno == EINTR) {}
+        if (sig) continue;
+        if (got[j] == sizeof part[j] && WIFEXITED(wst) && WEXITSTATUS(wst) == 2) k->failed = true;
+        if (got[j] != sizeof part[j] || !WIFEXITED(wst) || (WEXITSTATUS(wst) && WEXITSTATUS(wst) != 2)) st = KV_EIO;
+        else sweep_merge(s, &part[j]);
+    }
+    munmap((void *)shared, 64 * 2 * sizeof(uint64_t));
+    for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
+    if (sig) {
+        fprintf(stderr, "kvsim sweep: %s: stopped %u worker%s\n", strsignal(sig), started, started == 1 ? "" : "s");
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+    if (started < o->jobs && st == KV_OK) st = KV_EIO;
     return st;
 }
 
@@ -312,8 +400,8 @@ static int cmd_sweep(int argc, char **argv) {
     if (rc) return rc;
     static sim_sweep s;
     sim_sweep_init(&s);
-    progress_ctx pc = {.tty = isatty(2) && !o.json && o.jobs == 1, .t0 = kvsim_wall_s()};
-    kv_status st = o.jobs > 1 ? sweep_jobs(&o, &sink, &s) : sweep_one(&o, o.shard_i, o.shard_n, &pc, &sink, &s);
+    progress_ctx pc = {.tty = isatty(2) && !o.json, .t0 = kvsim_wall_s()};
+    kv_status st = o.jobs > 1 ? sweep_jobs(&o, &pc, &sink, &s) : sweep_one(&o, o.shard_i, o.shard_n, &pc, &sink, &s);
     double secs = kvsim_wall_s() - pc.t0;
     if (st != KV_OK) return fprintf(stderr, "kvsim sweep: %s\n", kv_status_str(st)), EXIT_BAD_INPUT;
     if (secs <= 0) secs = 1e-9;
