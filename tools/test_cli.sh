@@ -176,4 +176,11 @@ kill -TERM "$parent"; wait "$parent"; rc=$?
 for p in $kids; do kill -0 "$p" 2> /dev/null && fail "SIGTERM to a --jobs sweep left worker $p running"; done
 grep -q "stopped 2 workers" err.txt || fail "SIGTERM: $(cat err.txt)"
 echo "  SIGTERM to a --jobs 2 sweep stops both workers, then the sweep dies of it (143)"
+# ---- kvnode says what it waits for, once a second ----------------------------------------------
+timeout 2.5 "$N" --role decode --index 1 --proxy 127.0.0.1:1 > out.txt 2> err.txt
+grep -q '^\[D1\] waiting for a connection to 127.0.0.1:1 (Connection refused): [12] s (gives up at 30 s)$' err.txt ||
+  fail "a decode node with no proxy: $(cat err.txt)"
+timeout 2.5 "$N" --role proxy --requests 1 > out.txt 2> err.txt
+grep -q '^\[proxy\] waiting for actor P0.admin .*: 1 s' err.txt || fail "a proxy with no engines: $(cat err.txt)"
+echo "  kvnode says what it waits for once a second (a decode node with no proxy, a proxy with no engines)"
 echo "cli: ok"

@@ -179,6 +179,7 @@ int kvn_run_engine(const kvn_opts *o) {
     kvp_rt_cfg rc = {.proc = 1 + o->index, .abi = kvn_abi()};
     if (kvp_rt_new(&n.pe.env, &rc, &n.rt) != KV_OK) return EXIT_SIM;
     kvp_env_set_namer(&n.pe, namer, n.rt);
+    kvp_rt_set_waiting(n.rt, kvn_say_waiting, tag);
     atomic_init(&n.shutdown, false);
     kv_status st = build(&n, o);
     if (st != KV_OK) {

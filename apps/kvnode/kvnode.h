@@ -97,6 +97,9 @@ typedef struct kvn_opts {
 uint32_t kvn_abi(void);
 /* "P0: g0[cap .. free .. cached .. owned .. pinned .. inflight ..] ..." */
 void kvn_stats_line(const kvn_stats *s, char *out, size_t cap);
+/* The runtime's waiting hook (kvp_rt_set_waiting): "[TAG] waiting N s of M s
+ * for WHAT" on stderr, once a second; ctx is the tag (a string). */
+void kvn_say_waiting(void *ctx, const char *what, uint64_t waited_ms, uint64_t limit_ms);
 
 int kvn_run_engine(const kvn_opts *o);
 int kvn_run_proxy(const kvn_opts *o);

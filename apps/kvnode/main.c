@@ -18,6 +18,11 @@ uint32_t kvn_abi(void) {
     return h;
 }
 
+void kvn_say_waiting(void *ctx, const char *what, uint64_t waited_ms, uint64_t limit_ms) {
+    fprintf(stderr, "[%s] waiting for %s: %.0f s (gives up at %.0f s)\n", (const char *)ctx, what,
+            (double)waited_ms / 1000.0, (double)limit_ms / 1000.0);
+}
+
 void kvn_stats_line(const kvn_stats *s, char *out, size_t cap) {
     size_t n = 0;
     int w = snprintf(out, cap, "%c%u (tp %u):", s->role == KV_ROLE_PRODUCER ? 'P' : 'D', s->engine, s->tp);

@@ -502,13 +502,18 @@ kv_status kvp_rt_listen(kvp_rt *rt, const char *host, uint16_t port, uint16_t *o
     return KV_OK;
 }
 
-static int dial_blocking(const struct sockaddr_in *sa, uint64_t until_ns) {
+static int dial_blocking(kvp_rt *rt, const char *addr, const struct sockaddr_in *sa, uint64_t t0, uint64_t until_ns) {
+    uint64_t next = t0 + 1000000000ull;
     for (;;) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         if (fd < 0) return -1;
         if (connect(fd, (const struct sockaddr *)sa, sizeof *sa) == 0) return fd;
+        int e = errno;
         close(fd);
         if (kvp_mono_ns() >= until_ns) return -1;
+        char what[160];
+        snprintf(what, sizeof what, "a connection to %s (%s)", addr, strerror(e));
+        kvp_rt_report_wait(rt, what, t0, until_ns, &next);
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 20000000};
         nanosleep(&ts, NULL);
     }
@@ -517,8 +522,8 @@ static int dial_blocking(const struct sockaddr_in *sa, uint64_t until_ns) {
 kv_status kvp_rt_dial(kvp_rt *rt, const char *addr, uint64_t timeout_ns, uint32_t *out_proc) {
     struct sockaddr_in sa;
     if (!addr || !parse_host_port(addr, &sa)) return KV_EINVAL;
-    uint64_t until = kvp_mono_ns() + timeout_ns;
-    int fd = dial_blocking(&sa, until);
+    uint64_t t0 = kvp_mono_ns(), until = t0 + timeout_ns, next = t0 + 1000000000ull;
+    int fd = dial_blocking(rt, addr, &sa, t0, until);
     if (fd < 0) return KV_ECONNRESET;
     int one = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -536,7 +541,8 @@ kv_status kvp_rt_dial(kvp_rt *rt, const char *addr, uint64_t timeout_ns, uint32_
         return st == KV_OK ? KV_ENOMEM : st;
     }
     kick(b);
-    struct timespec ts = {.tv_sec = (time_t)(until / 1000000000ull), .tv_nsec = (long)(until % 1000000000ull)};
+    char what[160];
+    snprintf(what, sizeof what, "the HELLO of %s (connected)", addr);
     st = KV_ETIMEDOUT;
     while (kvp_mono_ns() < until) {
         kvp_link *l = &b->link[li];
@@ -549,6 +555,9 @@ kv_status kvp_rt_dial(kvp_rt *rt, const char *addr, uint64_t timeout_ns, uint32_
             st = KV_OK;
             break;
         }
+        kvp_rt_report_wait(rt, what, t0, until, &next);
+        uint64_t at = next < until ? next : until;
+        struct timespec ts = {.tv_sec = (time_t)(at / 1000000000ull), .tv_nsec = (long)(at % 1000000000ull)};
         pthread_cond_timedwait(&b->cv, &b->mu, &ts);
     }
     pthread_mutex_unlock(&b->mu);

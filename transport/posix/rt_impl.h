@@ -68,6 +68,8 @@ struct kvp_rt {
     kvp_rt_cfg cfg;
     pthread_mutex_t mu;     /* serialises spawn and start */
     _Atomic uint32_t n_actors; /* published after the actor's fields are set */
+    kvp_rt_waiting_fn waiting; /* kvp_rt_set_waiting; NULL: quiet */
+    void *waiting_ctx;
     bool started;
     kvp_actor actor[KVP_ACTORS_MAX];
     /* timers */
@@ -100,5 +102,8 @@ void kvp_bridge_stop(kvp_rt *rt);
 void kvp_bridge_deinit(kvp_rt *rt);
 /* Remote directory lookup; caller holds br.mu. */
 bool kvp_bridge_find_locked(kvp_rt *rt, const char *name, uint32_t *out);
+/* kvp_rt_set_waiting's report, at most once a second (*next): what a wait
+ * that began at t0 and ends by until waits for. Any thread, any locks. */
+void kvp_rt_report_wait(kvp_rt *rt, const char *what, uint64_t t0, uint64_t until, uint64_t *next);
 
 #endif

@@ -526,6 +526,18 @@ kv_status kvp_rt_stop_world(kvp_rt *rt, kvp_call_fn fn, void *arg) {
 
 /* ---- names ------------------------------------------------------------------------- */
 
+void kvp_rt_set_waiting(kvp_rt *rt, kvp_rt_waiting_fn fn, void *ctx) {
+    rt->waiting = fn;
+    rt->waiting_ctx = ctx;
+}
+
+void kvp_rt_report_wait(kvp_rt *rt, const char *what, uint64_t t0, uint64_t until, uint64_t *next) {
+    uint64_t now = kvp_mono_ns();
+    if (!rt->waiting || now < *next) return;
+    rt->waiting(rt->waiting_ctx, what, (now - t0) / 1000000u, (until - t0) / 1000000u);
+    *next = now + 1000000000ull;
+}
+
 kv_status kvp_rt_lookup(kvp_rt *rt, const char *name, uint64_t timeout_ns, uint32_t *out) {
     if (!name || !out) return KV_EINVAL;
     uint32_t n = atomic_load_explicit(&rt->n_actors, memory_order_acquire);
@@ -534,9 +546,10 @@ kv_status kvp_rt_lookup(kvp_rt *rt, const char *name, uint64_t timeout_ns, uint3
             *out = rt->actor[i].id;
             return KV_OK;
         }
-    uint64_t until = kvp_mono_ns() + timeout_ns;
+    uint64_t t0 = kvp_mono_ns(), until = t0 + timeout_ns, next = t0 + 1000000000ull;
+    char what[KVP_NAME_MAX + 48];
+    snprintf(what, sizeof what, "actor %s (its process has not connected, or not published it yet)", name);
     struct timespec ts;
-    abs_deadline(&ts, until);
     kv_status st = KV_ENOENT;
     pthread_mutex_lock(&rt->br.mu);
     for (;;) {
@@ -545,6 +558,8 @@ kv_status kvp_rt_lookup(kvp_rt *rt, const char *name, uint64_t timeout_ns, uint3
             break;
         }
         if (kvp_mono_ns() >= until) break;
+        kvp_rt_report_wait(rt, what, t0, until, &next);
+        abs_deadline(&ts, next < until ? next : until);
         pthread_cond_timedwait(&rt->br.cv, &rt->br.mu, &ts);
     }
     pthread_mutex_unlock(&rt->br.mu);

@@ -106,6 +106,12 @@ kv_status kvp_rt_listen(kvp_rt *rt, const char *host, uint16_t port, uint16_t *o
  * HELLO; *out_proc is its process id. Retries a refused connect until the
  * timeout (the listener may not be up yet). */
 kv_status kvp_rt_dial(kvp_rt *rt, const char *addr, uint64_t timeout_ns, uint32_t *out_proc);
+
+/* While kvp_rt_dial or kvp_rt_lookup waits, fn is called about once a
+ * second (from the waiting thread) with what it waits for, how long it has
+ * waited and when it gives up, so a node never sits silent. NULL: quiet. */
+typedef void (*kvp_rt_waiting_fn)(void *ctx, const char *what, uint64_t waited_ms, uint64_t limit_ms);
+void kvp_rt_set_waiting(kvp_rt *rt, kvp_rt_waiting_fn fn, void *ctx);
 /* Sends the directory of local actors on every link (links opened later get
  * it with the HELLO). Call after spawning what others must look up. */
 kv_status kvp_rt_publish(kvp_rt *rt);
