@@ -36,12 +36,17 @@ for t in fuzz_wire fuzz_scenario_text fuzz_scenario; do
   echo "  $t: $n seeds run clean"
 done
 
-nrepro=0
+nrepro=0; frames=""
 for f in corpus/fuzz_scenario/repro-*; do
   [ -e "$f" ] || continue
   name=$(basename "$f"); bug=${name#repro-}; bug=${bug%-*}
   KVCONN_BUG=$bug "$B/fuzz_scenario" "$f" > "$tmp/repro.log" 2>&1 && fail "$name does not violate with KVCONN_BUG=$bug"
   grep -q '^VIOLATION ' "$tmp/repro.log" || fail "$name crashes without a VIOLATION line"
+  # the crash's stack names the invariant's own frame (crash deduplication keys on it)
+  inv=$(sed -n 's/^VIOLATION \([A-Z-]*\) .*/\1/p' "$tmp/repro.log" | head -1)
+  frame=violation_$(echo "$inv" | tr 'A-Z-' 'a-z_')
+  grep -q "in $frame " "$tmp/repro.log" || fail "$name: $inv crashed without the frame $frame: $(grep -m3 ' in ' "$tmp/repro.log")"
+  frames="$frames $frame"
   nrepro=$((nrepro+1))
 done
 [ "$nrepro" -gt 0 ] || fail "no repro-* seeds in corpus/fuzz_scenario"
@@ -49,7 +54,7 @@ kvsim=$B/kvsim; [ -x "$kvsim" ] || kvsim=build/bin/kvsim
 for b in $("$kvsim" --help 2>&1 | sed -n 's/^bugs: //p'); do
   ls corpus/fuzz_scenario/repro-"$b"-* > /dev/null 2>&1 || fail "no corpus/fuzz_scenario/repro-$b-* for the switch $b"
 done
-echo "  fuzz_scenario: $nrepro repro-* seeds violate with their switch (one per switch kvsim knows)"
+echo "  fuzz_scenario: $nrepro repro-* seeds violate with their switch (one per switch kvsim knows); crash frames:$(echo $frames | tr ' ' '\n' | sort -u | tr '\n' ' ')"
 
 # Anything found with every switch off fails the run: a crash (ASan,
 # UBSan, any abort) or a simulator VIOLATION (a model finding). The input is
