@@ -28,12 +28,16 @@ want=${KVCONN_SELFTEST_BUGS:+$(echo "$KVCONN_SELFTEST_BUGS" | tr ',' '\n' | wc -
 want=${want:-$("$K" --help 2>&1 | sed -n 's/^bugs: //p' | wc -w)}
 [ "$rows" -eq "$want" ] || fail "$rows switch rows found, expected $want"
 
-"$K" selftest --fuzzer "$B/fuzz_wire" --bugs recv_map_race --budget-seeds 5 --fuzz-seconds 2 --json > "$tmp/neg.json"
+# through a directory whose name has a backslash and a quote: the JSON must still parse and name it
+odd="$tmp/dir\\with \"odd\" name"
+mkdir -p "$odd" && ln -s "$(realpath "$B/fuzz_wire")" "$odd/fuzz_wire"
+"$K" selftest --fuzzer "$odd/fuzz_wire" --bugs recv_map_race --budget-seeds 5 --fuzz-seconds 2 --json > "$tmp/neg.json"
 rc=$?
 [ "$rc" -eq 1 ] || fail "a selftest whose fuzzer cannot find anything exited $rc, not 1"
-python3 - "$tmp/neg.json" <<'PY' || fail "the failing selftest's JSON does not say why"
+python3 - "$tmp/neg.json" "$odd/fuzz_wire" <<'PY' || fail "the failing selftest's JSON does not say why"
 import json, sys
 j = json.load(open(sys.argv[1]))
+assert j["fuzzer"] == sys.argv[2], (j["fuzzer"], sys.argv[2])
 r = j["rows"][0]
 assert not j["ok"] and not r["ok"] and r["sweep"]["found"] and not r["fuzzer"]["found"], j
 PY

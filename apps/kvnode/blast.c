@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "apps/kvnode/kvnode.h"
+#include "util/json.h"
 
 #define CHUNK (1u << 20)
 
@@ -78,8 +79,14 @@ int kvn_run_blast(const kvn_opts *o) {
     if (o->json) {
         FILE *f = kvn_json_open(o);
         if (f) {
-            fprintf(f, "{\"raw_bytes\": %llu, \"raw_s\": %.4f, \"raw_gbps\": %.4f}\n", (unsigned long long)b.bytes, s,
-                    (double)b.bytes / 1e9 / s);
+            kv_json j;
+            kv_json_init(&j, f);
+            kv_json_obj(&j);
+            kv_json_ku64(&j, "raw_bytes", b.bytes);
+            kv_json_kf64(&j, "raw_s", s, 4);
+            kv_json_kf64(&j, "raw_gbps", (double)b.bytes / 1e9 / s, 4);
+            kv_json_end(&j);
+            kv_json_nl(&j);
             fclose(f);
         }
     }
@@ -223,8 +230,16 @@ int kvn_run_kvt_blast(const kvn_opts *o) {
     if (o->json) {
         FILE *f = kvn_json_open(o);
         if (f) {
-            fprintf(f, "{\"kvt_bytes\": %.0f, \"kvt_s\": %.4f, \"kvt_gbps\": %.4f, \"block_bytes\": %u, \"failed\": %llu}\n",
-                    bytes, s, bytes / 1e9 / s, r.block, (unsigned long long)r.failed);
+            kv_json j;
+            kv_json_init(&j, f);
+            kv_json_obj(&j);
+            kv_json_kf64(&j, "kvt_bytes", bytes, 0);
+            kv_json_kf64(&j, "kvt_s", s, 4);
+            kv_json_kf64(&j, "kvt_gbps", bytes / 1e9 / s, 4);
+            kv_json_ku64(&j, "block_bytes", r.block);
+            kv_json_ku64(&j, "failed", r.failed);
+            kv_json_end(&j);
+            kv_json_nl(&j);
             fclose(f);
         }
     }

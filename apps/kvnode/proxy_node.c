@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "apps/kvnode/kvnode.h"
+#include "util/json.h"
 #include "core/bootstrap.h"
 #include "core/proxy.h"
 
@@ -322,22 +323,34 @@ static bool pools_clean(const kvn_stats *s) {
 
 static char role_of(const proxy_node *n, uint32_t e) { return e < n->n_p ? 'P' : 'D'; }
 
-static void json_engine(FILE *f, const proxy_node *n, uint32_t e, bool up, const kvn_stats *s) {
-    fprintf(f, "    {\"engine\": %u, \"role\": \"%c\", \"reachable\": %s", e, role_of(n, e), up ? "true" : "false");
+static void json_engine(kv_json *j, const proxy_node *n, uint32_t e, bool up, const kvn_stats *s) {
+    char role[2] = {role_of(n, e), 0};
+    kv_json_obj(j);
+    kv_json_ku64(j, "engine", e);
+    kv_json_kstr(j, "role", role);
+    kv_json_kbool(j, "reachable", up);
     if (up) {
         const kv_pool_report *r = &s->pool[0];
-        fprintf(f, ", \"capacity\": %u, \"free\": %u, \"cached\": %u, \"owned\": %u, \"pinned\": %u, \"inflight\": %u, "
-                   "\"live\": %u, \"conn_state\": %u, \"clean\": %s, \"load_errors\": %llu, \"errors\": %llu, "
-                   "\"finished_recving\": %llu, \"finished_sending\": %llu, \"verified_blocks\": %llu, "
-                   "\"violations\": %llu, \"mailbox_full\": %llu, \"finished\": %llu, \"turned_away\": %llu",
-                r->capacity, r->free, r->cached, r->owned, r->pinned, r->inflight, s->live_reqs, s->conn_state,
-                pools_clean(s) ? "true" : "false", (unsigned long long)s->st.load_errors,
-                (unsigned long long)s->st.errors, (unsigned long long)s->st.finished_recving,
-                (unsigned long long)s->st.finished_sending, (unsigned long long)s->verified_blocks,
-                (unsigned long long)s->violations, (unsigned long long)s->rt.full, (unsigned long long)s->st.finished,
-                (unsigned long long)s->st.turned_away);
+        kv_json_ku64(j, "capacity", r->capacity);
+        kv_json_ku64(j, "free", r->free);
+        kv_json_ku64(j, "cached", r->cached);
+        kv_json_ku64(j, "owned", r->owned);
+        kv_json_ku64(j, "pinned", r->pinned);
+        kv_json_ku64(j, "inflight", r->inflight);
+        kv_json_ku64(j, "live", s->live_reqs);
+        kv_json_ku64(j, "conn_state", s->conn_state);
+        kv_json_kbool(j, "clean", pools_clean(s));
+        kv_json_ku64(j, "load_errors", s->st.load_errors);
+        kv_json_ku64(j, "errors", s->st.errors);
+        kv_json_ku64(j, "finished_recving", s->st.finished_recving);
+        kv_json_ku64(j, "finished_sending", s->st.finished_sending);
+        kv_json_ku64(j, "verified_blocks", s->verified_blocks);
+        kv_json_ku64(j, "violations", s->violations);
+        kv_json_ku64(j, "mailbox_full", s->rt.full);
+        kv_json_ku64(j, "finished", s->st.finished);
+        kv_json_ku64(j, "turned_away", s->st.turned_away);
     }
-    fputs("}", f);
+    kv_json_end(j);
 }
 
 static void write_json(const char *path, const proxy_node *n, const kvn_opts *o, const summary *s, bool stalled,
@@ -347,17 +360,35 @@ static void write_json(const char *path, const proxy_node *n, const kvn_opts *o,
         fprintf(stderr, "[proxy] --json: cannot write %s\n", path);
         return;
     }
-    fprintf(f, "{\n  \"requests\": %u, \"ok\": %u, \"error\": %u, \"aborted\": %u, \"pending\": %u, \"stalled\": %s,\n"
-               "  \"elapsed_s\": %.4f, \"req_per_s\": %.1f, \"kv_bytes\": %llu, \"kv_gbps\": %.4f, \"block_bytes\": %llu,\n"
-               "  \"p50_ms\": %.3f, \"p90_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f,\n"
-               "  \"prefills\": %u, \"decodes\": %u,\n  \"engines\": [\n",
-            o->requests, s->ok, s->error, s->aborted, s->pending, stalled ? "true" : "false", s->elapsed_s, s->req_s,
-            (unsigned long long)s->kv_bytes, s->gbps, (unsigned long long)s->block_bytes, s->p50_ms, s->p90_ms, s->p99_ms, s->max_ms, n->n_p, n->n_d);
+    kv_json j;
+    kv_json_init(&j, f);
+    kv_json_obj(&j);
+    kv_json_ku64(&j, "requests", o->requests);
+    kv_json_ku64(&j, "ok", s->ok);
+    kv_json_ku64(&j, "error", s->error);
+    kv_json_ku64(&j, "aborted", s->aborted);
+    kv_json_ku64(&j, "pending", s->pending);
+    kv_json_kbool(&j, "stalled", stalled);
+    kv_json_kf64(&j, "elapsed_s", s->elapsed_s, 4);
+    kv_json_kf64(&j, "req_per_s", s->req_s, 1);
+    kv_json_ku64(&j, "kv_bytes", s->kv_bytes);
+    kv_json_kf64(&j, "kv_gbps", s->gbps, 4);
+    kv_json_ku64(&j, "block_bytes", s->block_bytes);
+    kv_json_kf64(&j, "p50_ms", s->p50_ms, 3);
+    kv_json_kf64(&j, "p90_ms", s->p90_ms, 3);
+    kv_json_kf64(&j, "p99_ms", s->p99_ms, 3);
+    kv_json_kf64(&j, "max_ms", s->max_ms, 3);
+    kv_json_ku64(&j, "prefills", n->n_p);
+    kv_json_ku64(&j, "decodes", n->n_d);
+    kv_json_karr(&j, "engines");
     for (uint32_t e = 0; e < n->n_eng; e++) {
-        json_engine(f, n, e, up[e], &st[e]);
-        fputs(e + 1 < n->n_eng ? ",\n" : "\n", f);
+        kv_json_nl(&j);
+        json_engine(&j, n, e, up[e], &st[e]);
     }
-    fputs("  ]\n}\n", f);
+    kv_json_end(&j);
+    kv_json_end(&j);
+    kv_json_nl(&j);
+    if (kv_json_done(&j)) fprintf(stderr, "[proxy] --json: writing %s failed\n", path);
     fclose(f);
 }
 

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "apps/kvsim/kvsim.h"
+#include "util/json.h"
 #include "replay/input.h"
 #include "core/engine.h"
 #include "sim/gen.h"
@@ -319,34 +320,39 @@ static void print_row(const st_row *r) {
     fflush(stdout);
 }
 
-static void json_find(const char *key, const st_find *f, bool sweep) {
-    printf("\"%s\":{\"found\":%s,\"reproduced\":%s,\"error\":%s,\"invariant\":", key, f->found ? "true" : "false",
-           f->reproduced ? "true" : "false", f->error ? "true" : "false");
-    if (f->inv[0]) printf("\"%s\"", f->inv);
-    else printf("null");
-    printf(",\"%s\":%" PRIu64 ",\"seconds\":%.3f,\"note\":\"", sweep ? "seeds" : "execs", f->count, f->secs);
-    for (const char *c = f->note; *c; c++) {
-        if (*c == '"' || *c == '\\') putchar('\\');
-        putchar(*c);
-    }
-    printf("\"}");
+static void json_find(kv_json *j, const char *key, const st_find *f, bool sweep) {
+    kv_json_kobj(j, key);
+    kv_json_kbool(j, "found", f->found);
+    kv_json_kbool(j, "reproduced", f->reproduced);
+    kv_json_kbool(j, "error", f->error);
+    kv_json_kstr(j, "invariant", f->inv[0] ? f->inv : NULL);
+    kv_json_ku64(j, sweep ? "seeds" : "execs", f->count);
+    kv_json_kf64(j, "seconds", f->secs, 3);
+    kv_json_kstr(j, "note", f->note);
+    kv_json_end(j);
 }
 
 static void print_json(const st_opts *o, const st_row *rows, uint32_t n, bool ok) {
-    printf("{\"fuzzer\":\"%s\",\"budget_seeds\":%" PRIu64 ",\"fuzz_seconds\":%" PRIu64 ",\"fuzz_seed\":%" PRIu64
-           ",\"ok\":%s,\"rows\":[",
-           o->fuzzer, o->budget_seeds, o->fuzz_seconds, o->fuzz_seed, ok ? "true" : "false");
+    kv_json j;
+    kv_json_init(&j, stdout);
+    kv_json_obj(&j);
+    kv_json_kstr(&j, "fuzzer", o->fuzzer);
+    kv_json_ku64(&j, "budget_seeds", o->budget_seeds);
+    kv_json_ku64(&j, "fuzz_seconds", o->fuzz_seconds);
+    kv_json_ku64(&j, "fuzz_seed", o->fuzz_seed);
+    kv_json_kbool(&j, "ok", ok);
+    kv_json_karr(&j, "rows");
     for (uint32_t i = 0; i < n; i++) {
-        printf("%s{\"switch\":", i ? "," : "");
-        if (rows[i].bug) printf("\"%s\"", kv_bug_name(rows[i].bug));
-        else printf("null");
-        printf(",\"ok\":%s,", rows[i].ok ? "true" : "false");
-        json_find("sweep", &rows[i].sweep, true);
-        printf(",");
-        json_find("fuzzer", &rows[i].fuzz, false);
-        printf("}");
+        kv_json_obj(&j);
+        kv_json_kstr(&j, "switch", rows[i].bug ? kv_bug_name(rows[i].bug) : NULL);
+        kv_json_kbool(&j, "ok", rows[i].ok);
+        json_find(&j, "sweep", &rows[i].sweep, true);
+        json_find(&j, "fuzzer", &rows[i].fuzz, false);
+        kv_json_end(&j);
     }
-    printf("]}\n");
+    kv_json_end(&j);
+    kv_json_end(&j);
+    kv_json_nl(&j);
 }
 
 static int cmd_selftest(int argc, char **argv) {
