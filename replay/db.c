@@ -476,6 +476,11 @@ kv_status replay_db_run_end(replay_db *db, int64_t run, uint64_t scenarios, repl
     return step_done(db, st, "ending the run", err);
 }
 
+void replay_violation_text(const sim_result *r, char *out, size_t cap) {
+    snprintf(out, cap, "%s at event %" PRIu64 ", t=%" PRIu64 " ns, actor %s, engine %d, request %d: %s",
+             kv_inv_name(r->inv), r->event, r->at_ns, r->actor_name, (int)r->engine, (int)r->req, r->detail);
+}
+
 /* ---- batches ---------------------------------------------------------------------- */
 
 kv_status replay_db_batch_begin(replay_db *db, replay_err *err) {
@@ -565,10 +570,7 @@ static kv_status insert_case(replay_db *db, int64_t run, const replay_finding *f
     char sig_short[13], trace[17], detail[400];
     replay_sig_short(sig, sig_short);
     hex16(f->r->trace_hash, trace);
-    snprintf(detail, sizeof detail,
-             "%s at event %" PRIu64 ", t=%" PRIu64 " ns, actor %s, engine %d, request %d: %s",
-             kv_inv_name(f->r->inv), f->r->event, f->r->at_ns, f->r->actor_name, (int)f->r->engine,
-             (int)f->r->req, f->r->detail);
+    replay_violation_text(f->r, detail, sizeof detail);
     sqlite3_bind_text(st, 1, sig, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, sig_short, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 3, kv_inv_name(f->r->inv), -1, SQLITE_STATIC);

@@ -106,6 +106,11 @@ kv_status replay_db_run_begin(replay_db *db, const char *tool, const char *confi
 /* Sets ended, scenarios, and findings / new cases counted from the tables. */
 kv_status replay_db_run_end(replay_db *db, int64_t run, uint64_t scenarios, replay_err *err);
 
+/* The one-line description of a violation the cases table keeps (its
+ * detail column): "INV at event N, t=T ns, actor A, engine E, request R:
+ * detail". */
+void replay_violation_text(const sim_result *r, char *out, size_t cap);
+
 /* ---- batches ---------------------------------------------------------------- */
 
 /* All or nothing: between batch_begin and batch_commit every write (a run

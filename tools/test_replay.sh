@@ -80,6 +80,11 @@ expect_rc 2 "replay --min" "$K" replay db:f.db:1 --min --quiet
 echo "  case 1: directives $before -> $after; replays from the database and from the .kvs with its trace hash"
 expect_rc 0 "export" "$K" db --db f.db export 1 e.kvs
 expect_rc 2 "replay export" "$K" replay e.kvs --quiet
+# the header describes the shrunk run (the one this file gives), and names the original too
+hdr=$(sed -n '1s/.*, minimized: \(INV-[A-Z]* at event [0-9]*\),.*/\1/p' e.kvs)
+got=$(grep -m1 '^VIOLATION' out.txt | sed 's/^VIOLATION \(INV-[A-Z]* at event [0-9]*\),.*/\1/')
+[ -n "$hdr" ] && [ "$hdr" = "$got" ] || fail "export header '$hdr' is not the shrunk run's '$got': $(head -2 e.kvs)"
+grep -q '^# minimized: directives [0-9]* -> [0-9]*; the original: INV-LIVE at event' e.kvs || fail "export header: $(head -3 e.kvs)"
 sed 's/^# trace-hash .*/# trace-hash 0123456789abcdef/' e.kvs > bad-hash.kvs
 expect_rc 10 "replay with a wrong recorded hash" "$K" replay bad-hash.kvs --quiet
 grep -q "not bit-for-bit" err.txt || fail "hash mismatch message: $(cat err.txt)"
@@ -89,7 +94,7 @@ expect_rc 0 "corpus file clean" "$K" run corpus.kvs
 expect_rc 2 "corpus file with its switch" "$K" run corpus.kvs --bug err_early_return
 expect_rc 0 "export --bin" "$K" db --db f.db export 1 e.bin
 expect_rc 2 "replay binary export" "$K" replay e.bin --quiet
-echo "  export: .kvs and binary replay it; the --corpus form runs clean and fails with its switch"
+echo "  export: .kvs and binary replay it, the header describes the shrunk run; the --corpus form runs clean and fails with its switch"
 
 # ---- verify's exit codes ----------------------------------------------------------------------------
 expect_rc 0 "mark fixed" "$K" db --db f.db mark 1 fixed

@@ -641,6 +641,19 @@ static int corpus_check(const sim_scenario *sc, const replay_case_info *c) {
     return rc;
 }
 
+/* The violation the minimized scenario gives (with its switches), for its
+ * export header; "did not violate" when it does not. */
+static void min_violation(const sim_scenario *sc, char *out, size_t cap) {
+    sim_world *w;
+    sim_result r;
+    snprintf(out, cap, "did not violate when exported");
+    if (sim_world_new(&w) != KV_OK)
+        return;
+    if (sim_world_run(w, &sc->cfg, NULL, &r) == KV_OK && r.violated)
+        replay_violation_text(&r, out, cap);
+    sim_world_free(w);
+}
+
 static int write_export(const db_opts *o, const char *path, const replay_case *c,
                         const sim_scenario *sc, bool min) {
     static char text[SIM_SCENARIO_TEXT_MAX];
@@ -661,11 +674,17 @@ static int write_export(const db_opts *o, const char *path, const replay_case *c
     if (kvs) {
         char first[24];
         fmt_time(c->info.first_seen, first);
-        fprintf(f, "# case %" PRId64 " of %s (%s, first seen %s): %s\n", c->info.id, o->db,
-                c->info.origin, first, c->info.detail);
-        if (min)
-            fprintf(f, "# minimized: directives %u -> %u\n", c->info.directives,
-                    c->info.min_directives);
+        if (min) { /* the header describes what this file does: the shrunk run */
+            char shrunk[400];
+            min_violation(sc, shrunk, sizeof shrunk);
+            fprintf(f, "# case %" PRId64 " of %s (%s, first seen %s), minimized: %s\n", c->info.id, o->db,
+                    c->info.origin, first, shrunk);
+            fprintf(f, "# minimized: directives %u -> %u; the original: %s\n", c->info.directives,
+                    c->info.min_directives, c->info.detail);
+        } else {
+            fprintf(f, "# case %" PRId64 " of %s (%s, first seen %s): %s\n", c->info.id, o->db,
+                    c->info.origin, first, c->info.detail);
+        }
         fprintf(f, "# signature %s\n", c->info.signature);
         if (o->corpus) {
             for (uint32_t b = 1; b && b <= sc->cfg.bugs; b <<= 1)
