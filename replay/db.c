@@ -147,12 +147,15 @@ static replay_err_kind sqlite_kind(int rc, bool writing) {
     case SQLITE_FORMAT:
         return REPLAY_E_CORRUPT;
     case SQLITE_READONLY:
+    case SQLITE_FULL: /* a full disk: this file cannot be written now (it is not damaged) */
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
     case SQLITE_PERM:
         return REPLAY_E_READONLY;
     case SQLITE_CANTOPEN:
         return writing ? REPLAY_E_READONLY : REPLAY_E_NOT_FOUND;
+    case SQLITE_IOERR: /* writing: a full or failing disk (the WAL's files cannot grow) */
+        return writing ? REPLAY_E_READONLY : REPLAY_E_IO;
     default:
         return REPLAY_E_IO;
     }
@@ -387,6 +390,14 @@ kv_status replay_db_open(const char *path, replay_open_mode mode, replay_db **ou
         sqlite3_busy_timeout(db->h, REPLAY_BUSY_MS);
         int64_t version = 0;
         s = check_file(db, &version, err);
+        /* A writer checks the whole file's structure first: SQLite writes
+         * into a damaged b-tree without noticing when the pages it touches
+         * look sane, and the damage then spreads. O(file size), once per
+         * writing process. */
+        if (s == KV_OK && writing && version > 0)
+            s = replay_db_check(db, err);
+        if (s != KV_OK && err->kind == REPLAY_E_CORRUPT && writing)
+            snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg), "; nothing was written");
     }
     /* Only a file that passed the checks is changed: WAL mode, then schema. */
     if (s == KV_OK && writing) {
@@ -916,8 +927,15 @@ kv_status replay_db_check(replay_db *db, replay_err *err) {
     sqlite3_finalize(st);
     if (rc != SQLITE_ROW)
         return sql_fail(db, rc, "PRAGMA quick_check", err);
-    if (strcmp(first, "ok"))
-        return replay_fail(err, REPLAY_E_CORRUPT, "%s: damaged: %s", db->path, first);
+    if (strcmp(first, "ok")) {
+        /* one line: the first problem SQLite names ("*** in database main ***" is a heading) */
+        const char *p = first;
+        if (!strncmp(p, "*** ", 4) && strchr(p, '\n'))
+            p = strchr(p, '\n') + 1;
+        size_t n = strcspn(p, "\n");
+        return replay_fail(err, REPLAY_E_CORRUPT, "%s: damaged: %.*s%s", db->path, (int)n, p,
+                           p[n] ? " (and more)" : "");
+    }
     return KV_OK;
 }
 

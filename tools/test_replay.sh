@@ -139,7 +139,37 @@ grep -q "UNREADABLE" out.txt || fail "verify did not report the damaged case"
 expect_rc 3 "no such case" "$K" replay db:f.db:999
 expect_rc 3 "no such database" "$K" db --db nothere.db list
 [ -e nothere.db ] && fail "reading created the database"
-echo "  corrupt 6, schema version 7, read-only 8 (still readable), truncated blob 3: files unchanged"
+# damaged b-tree pages behind a sane header: a writer checks the structure first and refuses (6), untouched
+"$K" sweep --seeds 1..300 --bug err_early_return --db bt.db > /dev/null
+python3 - bt.db <<'PY'
+import os, sys
+f = open(sys.argv[1], "r+b"); ps = 4096; n = os.path.getsize(sys.argv[1]) // ps
+for p in range(2, n):               # page 1 (the header and the schema) stays sane
+    f.seek(p * ps + ps // 2); f.write(b"\xff" * 64)
+PY
+h0=$(sha256sum < bt.db)
+"$K" gen --seed 3 --bug err_early_return > bt.kvs
+expect_rc 6 "damaged b-tree add" "$K" db --db bt.db add bt.kvs --bug err_early_return
+grep -q "damaged: .*nothing was written" err.txt || fail "damaged b-tree message: $(cat err.txt)"
+expect_rc 6 "damaged b-tree sweep" "$K" sweep --seeds 1..3 --bug err_early_return --db bt.db
+expect_rc 6 "damaged b-tree verify" "$K" db --db bt.db verify
+[ "$h0" = "$(sha256sum < bt.db)" ] || fail "the damaged file was written to"
+# a full disk is "cannot be written" (8), not "corrupt" (needs a tmpfs: root where mounts are allowed)
+mkdir full
+if mount -t tmpfs -o size=256k tmpfs full 2> /dev/null; then
+  trap 'umount "$tmp/full" 2> /dev/null; chmod -R u+w "$tmp"; rm -rf "$tmp"' EXIT
+  cp f.db full/f.db
+  head -c 10000000 /dev/zero > full/filler 2> /dev/null
+  expect_rc 8 "full-disk sweep" "$K" sweep --seeds 1..2000 --bug err_early_return --db full/f.db
+  grep -q "cannot be written" err.txt || fail "full disk message: $(cat err.txt)"
+  rm full/filler
+  expect_rc 0 "verify after a full disk" "$K" db --db full/f.db verify
+  umount full
+  echo "  a full disk: exit 8 'cannot be written', the file verifies afterwards"
+else
+  echo "  (no tmpfs mount here: the full-disk case is skipped)"
+fi
+echo "  corrupt 6, schema version 7, read-only 8 (still readable), truncated blob 3, damaged b-tree pages 6: files unchanged"
 
 # ---- scenario format versions --------------------------------------------------------------------
 sed 's/^kvs [0-9]*/kvs 9/' e.kvs > v9.kvs
