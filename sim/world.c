@@ -74,10 +74,18 @@ struct sim_world {
     /* When each message of the run was posted, by its id (sim_rt_msg_id):
      * the JSON trace's flow from its post to its handling. Grown on demand,
      * only while there is a JSON trace. */
-    struct sim_post { uint64_t at_ns; bool timer; } *post;
+    struct sim_post { uint64_t at_ns; uint32_t from; bool timer; } *post; /* at_ns: on the JSON's time line */
     uint32_t post_cap;
     bool post_lost;      /* the table could not grow: later flows are left out */
     bool viol_pending;   /* a violation seen during an event: traced after that event's line */
+    /* The JSON's time line: many events share a virtual ns, and slices at one
+     * time would stack. Each track's slices are laid end to end instead,
+     * 1 ns each, from their virtual time on: vis_next is where the next one
+     * may start (per actor; the world's is [SIM_ACTORS_MAX]); vis_cur is the
+     * start of the event being handled, once asked for (vis_valid). */
+    uint64_t vis_next[SIM_ACTORS_MAX + 1u];
+    uint64_t vis_cur;
+    bool vis_valid;
     uint64_t events;
     uint64_t hash;
     uint32_t order[SIM_REQS_MAX + SIM_FAULTS_MAX]; /* world items by time */
@@ -223,12 +231,37 @@ static kv_json *json_ev(sim_world *w, const char *name, const char *cat, const c
     return j;
 }
 
-/* An instant on an actor's track ("s":"t") or across the whole trace
- * ("s":"g"); its args object is left open for the caller. */
-static kv_json *json_instant(sim_world *w, const char *name, const char *cat, uint32_t actor, bool global) {
-    kv_json *j = json_ev(w, name, cat, "i", sim_rt_now(w->rt), json_pid(w, actor), json_tid(w, actor));
-    kv_json_kstr(j, "s", global ? "g" : "t");
+/* The next free ns on a track, from `from` on (see vis_next). */
+static uint64_t vis_take_from(sim_world *w, uint32_t actor, uint64_t from) {
+    uint32_t k = actor < sim_rt_actor_count(w->rt) ? actor : SIM_ACTORS_MAX;
+    uint64_t t = from > w->vis_next[k] ? from : w->vis_next[k];
+    w->vis_next[k] = t + 1u;
+    return t;
+}
+static uint64_t vis_take(sim_world *w, uint32_t actor) { return vis_take_from(w, actor, sim_rt_now(w->rt)); }
+
+/* Where the slice of the event being handled starts: taken at its first
+ * use (a post or a log in the handler, or its own line), so that what
+ * happens during the event lies inside its slice; never before its
+ * message's post, so that no flow runs backwards. */
+static uint64_t vis_event(sim_world *w, uint32_t actor) {
+    if (w->vis_valid) return w->vis_cur;
+    uint64_t from = sim_rt_now(w->rt);
+    uint32_t id = sim_rt_msg_id(w->rt);
+    if (id && id < w->post_cap && !w->post_lost && w->post[id].at_ns > from) from = w->post[id].at_ns;
+    w->vis_cur = vis_take_from(w, actor, from);
+    w->vis_valid = true;
+    return w->vis_cur;
+}
+
+/* A 1 ns slice ("X") at vis_ns on an actor's track (the world's for
+ * KV_ACTOR_NONE), with t_ns its virtual time; the args object is left open
+ * for the caller. */
+static kv_json *json_slice(sim_world *w, const char *name, const char *cat, uint32_t actor, uint64_t vis_ns) {
+    kv_json *j = json_ev(w, name, cat, "X", vis_ns, json_pid(w, actor), json_tid(w, actor));
+    kv_json_kf64(j, "dur", 0.001, 3);
     kv_json_kobj(j, "args");
+    kv_json_ku64(j, "t_ns", sim_rt_now(w->rt));
     return j;
 }
 static void json_close2(kv_json *j) { kv_json_end(j), kv_json_end(j); } /* args, event */
@@ -241,7 +274,7 @@ KV_FMT_VA(3) static void world_vline(sim_world *w, const char *kind, const char 
     if (w->trace)
         fprintf(w->trace, "%12llu  %-14s %s %s\n", (unsigned long long)sim_rt_now(w->rt), "world", kind, text);
     if (w->json) {
-        kv_json *j = json_instant(w, kind, "world", KV_ACTOR_NONE, false);
+        kv_json *j = json_slice(w, kind, "world", KV_ACTOR_NONE, vis_take(w, KV_ACTOR_NONE));
         kv_json_kstr(j, "text", text);
         json_close2(j);
     }
@@ -266,17 +299,34 @@ KV_FMT_VA(3) static void w_log(void *ctx, kv_log_level lvl, const char *fmt, va_
     if (w->trace)
         fprintf(w->trace, "%12llu  %-14s log  %s\n", (unsigned long long)sim_rt_now(w->rt), sim_rt_actor_name(w->rt, a),
                 text);
-    if (w->json) {
-        kv_json *j = json_instant(w, "log", "log", a, false);
+    if (w->json) { /* an instant at its event's slice start, or a slice of the world's */
+        bool in_event = a < sim_rt_actor_count(w->rt);
+        uint64_t at = in_event ? vis_event(w, a) : vis_take(w, a);
+        kv_json *j = json_ev(w, "log", "log", in_event ? "i" : "X", at, json_pid(w, a), json_tid(w, a));
+        if (in_event) kv_json_kstr(j, "s", "t");
+        else kv_json_kf64(j, "dur", 0.001, 3);
+        kv_json_kobj(j, "args");
         kv_json_kstr(j, "text", text);
         json_close2(j);
     }
 }
 
-/* Records when message id was posted (the runtime's post hook). */
+/* Records when and by whom message id was posted (the runtime's post hook):
+ * inside the poster's event slice, or in a slice of the world's that says
+ * what it posted (the world's actions have no event of their own). */
 static void w_post(void *ctx, uint32_t id, uint32_t from, uint32_t to, uint32_t kind, bool timer) {
-    (void)from, (void)to, (void)kind;
     sim_world *w = ctx;
+    uint64_t at;
+    if (from < sim_rt_actor_count(w->rt)) {
+        at = vis_event(w, from);
+    } else {
+        char name[64];
+        snprintf(name, sizeof name, "post %s", kv_msg_kind_name(kind));
+        at = vis_take(w, KV_ACTOR_NONE);
+        kv_json *j = json_slice(w, name, "world", KV_ACTOR_NONE, at);
+        kv_json_kstr(j, "to", sim_rt_actor_name(w->rt, to));
+        json_close2(j);
+    }
     if (id >= w->post_cap && !w->post_lost) {
         uint32_t cap = w->post_cap ? w->post_cap * 2u : 4096u;
         while (cap <= id) cap *= 2u;
@@ -284,21 +334,22 @@ static void w_post(void *ctx, uint32_t id, uint32_t from, uint32_t to, uint32_t 
         if (p) w->post = p, w->post_cap = cap;
         else w->post_lost = true; /* flows from here on are left out, the trace stays valid */
     }
-    if (id < w->post_cap) w->post[id] = (struct sim_post){.at_ns = sim_rt_now(w->rt), .timer = timer};
+    if (id < w->post_cap) w->post[id] = (struct sim_post){.at_ns = at, .from = from, .timer = timer};
 }
 
 /* The flow of a handled message: "s" at its post on the poster's track, "f"
- * at its handling on the handler's. Both are written at the handling, so a
- * message that is never handled (its process crashed) leaves no open flow. */
-static void json_flow(sim_world *w, uint32_t actor, const kv_msg *m) {
+ * at its handling on the handler's, each inside that track's slice. Both are
+ * written at the handling, so a message that is never handled (its process
+ * crashed) leaves no open flow. */
+static void json_flow(sim_world *w, uint32_t actor, const kv_msg *m, uint64_t vis_ns) {
     uint32_t id = sim_rt_msg_id(w->rt);
     if (!id || id >= w->post_cap || w->post_lost) return;
-    const char *cat = w->post[id].timer ? "timer" : "msg";
-    kv_json *j = json_ev(w, kv_msg_kind_name(m->kind), cat, "s", w->post[id].at_ns, json_pid(w, m->src),
-                         json_tid(w, m->src));
+    const struct sim_post *p = &w->post[id];
+    const char *cat = p->timer ? "timer" : "msg";
+    kv_json *j = json_ev(w, kv_msg_kind_name(m->kind), cat, "s", p->at_ns, json_pid(w, p->from), json_tid(w, p->from));
     kv_json_ku64(j, "id", id);
     kv_json_end(j);
-    j = json_ev(w, kv_msg_kind_name(m->kind), cat, "f", sim_rt_now(w->rt), json_pid(w, actor), json_tid(w, actor));
+    j = json_ev(w, kv_msg_kind_name(m->kind), cat, "f", vis_ns, json_pid(w, actor), json_tid(w, actor));
     kv_json_ku64(j, "id", id);
     kv_json_kstr(j, "bp", "e");
     kv_json_end(j);
@@ -397,6 +448,17 @@ static void json_end(sim_world *w) {
     kv_json_end(&w->jw);
     kv_json_nl(&w->jw);
     if (kv_json_done(&w->jw) != 0) fprintf(stderr, "kvsim: the trace JSON could not be written whole\n");
+}
+
+/* A scenario the world could not build: the document is closed with the
+ * names of what it holds (the world's posts while building). */
+static void json_abort(sim_world *w) {
+    if (!w->json) return;
+    json_names(w);
+    kv_json_end(&w->jw);
+    kv_json_end(&w->jw);
+    kv_json_nl(&w->jw);
+    (void)kv_json_done(&w->jw);
 }
 
 void sim_world_set_json(sim_world *w, FILE *json) { w->json = json; }
@@ -906,13 +968,14 @@ static void trace_event(sim_world *w, uint32_t actor, const kv_msg *m, uint64_t 
         fputc('\n', w->trace);
     }
     if (w->json) {
-        kv_json *j = json_instant(w, kv_msg_kind_name(m->kind), "event", actor, false);
+        uint64_t vis = vis_event(w, actor);
+        kv_json *j = json_slice(w, kv_msg_kind_name(m->kind), "event", actor, vis);
         kv_json_ku64(j, "len", m->len);
         if (req != UINT32_MAX) kv_json_ku64(j, "req", req);
         if (sim_rt_msg_id(w->rt)) kv_json_ku64(j, "msg", sim_rt_msg_id(w->rt));
         kv_json_kstr(j, "from", sim_rt_actor_name(w->rt, m->src));
         json_close2(j);
-        json_flow(w, actor, m);
+        json_flow(w, actor, m, vis);
     }
 }
 
@@ -944,6 +1007,7 @@ static void after_event(void *ctx, uint32_t actor, const kv_msg *m) {
     sim_check_event(w->check, actor, m);
     if (m->kind == KV_M_P2P_RECV_DONE || m->kind == KV_M_STORE_LOAD_DONE) abort_if_armed(w, actor, m);
     if (w->viol_pending) trace_violation(w);
+    w->vis_valid = false; /* the next event takes its own slice */
 }
 
 /* ---- running ------------------------------------------------------------------- */
@@ -1041,11 +1105,15 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
     sim_net_reset(w->net, &w->choice);
     sim_rt_set_hook(w->rt, after_event, w);
     sim_rt_set_post_hook(w->rt, w->json ? w_post : NULL, w); /* message ids only for the JSON's flows */
-    w->post_lost = w->viol_pending = false;
+    w->post_lost = w->viol_pending = w->vis_valid = false;
+    if (w->json) memset(w->vis_next, 0, sizeof w->vis_next);
+    json_begin(w); /* before build: the world's posts while building are in it */
     kv_status st = build(w);
-    if (st != KV_OK) return st;
+    if (st != KV_OK) {
+        json_abort(w);
+        return st;
+    }
     if (w->trace) fputs(trace_legend, w->trace);
-    json_begin(w);
     sim_check_view cv = {.env = &w->env, .rt = w->rt, .eng = w->eng, .down = w->down, .n_eng = w->n_eng,
                          .proxy = w->proxy, .store = w->store, .cfg = cfg, .res = out};
     sim_check_begin(w->check, &cv);
