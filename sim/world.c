@@ -408,7 +408,7 @@ static void json_names(sim_world *w) {
     json_meta(w, "thread_name", PID_WORLD, TID_WORLD, "world");
     json_meta(w, "process_name", PID_REQS, UINT32_MAX, "requests");
     json_meta(w, "process_sort_index", PID_REQS, UINT32_MAX, NULL);
-    for (uint32_t id = 0; id < c->n_reqs; id++) {
+    for (uint32_t id = 0; id < c->n_reqs && id < SIM_REQS_MAX; id++) { /* bounded: a rejected scenario too */
         snprintf(name, sizeof name, "request %u", id);
         json_meta(w, "thread_name", PID_REQS, TID_REQ(id), name);
     }
