@@ -8,7 +8,7 @@
 /* 16 bytes, and payloads padded to 8: a payload that does not wrap around
  * the ring's end is handed to the actor in place, 8-aligned. */
 typedef struct mbox_hdr {
-    uint32_t kind, src, len, pad;
+    uint32_t kind, src, len, id; /* id: the message's trace id (0 when none was given) */
 } mbox_hdr;
 
 typedef struct sim_actor {
@@ -40,8 +40,10 @@ typedef struct sim_event {
     uint64_t at_ns;
     uint32_t to, kind, src, len;
     uint32_t off; /* payload offset in arena when len > EV_INLINE_BYTES */
+    uint32_t id;  /* trace id (mbox_hdr.id); in what was padding: the event stays 80 bytes */
     uint8_t inline_payload[EV_INLINE_BYTES];
 } sim_event;
+_Static_assert(sizeof(sim_event) == 80, "the trace id must not grow the event");
 
 struct sim_rt {
     kv_rt iface;
@@ -79,6 +81,12 @@ struct sim_rt {
     uint64_t dropped;  /* messages to dead actors */
     sim_rt_hook hook;
     void *hook_ctx;
+    /* Message ids for traces: given at post only while a post hook is set,
+     * so a run without a trace does no more than test one pointer. */
+    sim_rt_post_hook post_hook;
+    void *post_ctx;
+    uint32_t next_id;     /* the last id given this run */
+    uint32_t handling_id; /* id of the message being handled (0: none, or no trace) */
     uint8_t payload[KV_MSG_PAYLOAD_MAX]; /* the message being handled (kv_msg.payload) */
 };
 
@@ -117,7 +125,7 @@ static void ring_read(const sim_actor *a, uint32_t at, void *dst, uint32_t n) {
     memcpy((uint8_t *)dst + first, a->ring, n - first);
 }
 
-static kv_status mbox_push(sim_rt *rt, uint32_t to, uint32_t kind, uint32_t src, const void *p,
+static kv_status mbox_push(sim_rt *rt, uint32_t to, uint32_t kind, uint32_t src, uint32_t id, const void *p,
                            uint32_t len) {
     sim_actor *a = &rt->actors[to];
     if (a->dead) { /* mail to a crashed process is lost */
@@ -131,7 +139,7 @@ static kv_status mbox_push(sim_rt *rt, uint32_t to, uint32_t kind, uint32_t src,
                 a->used, need, a->cap);
         return KV_EFULL;
     }
-    mbox_hdr h = {kind, src, len, 0};
+    mbox_hdr h = {kind, src, len, id};
     uint32_t tail = ring_wrap(a, a->head + a->used); /* head < cap, used <= cap */
     if (a->cap - tail >= sizeof h) memcpy(a->ring + tail, &h, sizeof h);
     else ring_write(a, tail, &h, sizeof h);
@@ -204,9 +212,9 @@ static void payload_free(sim_rt *rt, uint32_t off, uint32_t len) {
     rt->free_head[c] = off + 1;
 }
 
-static kv_status schedule(sim_rt *rt, uint32_t to, uint64_t at, uint32_t kind, const void *p,
+static kv_status schedule(sim_rt *rt, uint32_t to, uint64_t at, uint32_t kind, uint32_t id, const void *p,
                           uint32_t len) {
-    sim_event ev = {.at_ns = at, .to = to, .kind = kind, .src = rt->current, .len = len};
+    sim_event ev = {.at_ns = at, .to = to, .kind = kind, .src = rt->current, .len = len, .id = id};
     if (len <= EV_INLINE_BYTES) {
         if (len) memcpy(ev.inline_payload, p, len);
         return heap_push(rt, &ev);
@@ -251,12 +259,21 @@ static kv_status rt_spawn(kv_rt *iface, const char *name, uint32_t node, kv_acto
     return KV_OK;
 }
 
+/* The next message id, told to the post hook (a trace records when and by
+ * whom the message was sent). Draws nothing from the choice stream. */
+static uint32_t post_id(sim_rt *rt, uint32_t to, uint32_t kind, bool timer) {
+    uint32_t id = ++rt->next_id;
+    rt->post_hook(rt->post_ctx, id, rt->current, to, kind, timer);
+    return id;
+}
+
 static kv_status rt_post(kv_rt *iface, uint32_t to, uint32_t kind, const void *p, uint32_t len) {
     sim_rt *rt = iface->impl;
     if (to >= rt->n_actors || len > KV_MSG_PAYLOAD_MAX) return KV_EINVAL;
+    uint32_t id = rt->post_hook ? post_id(rt, to, kind, false) : 0;
     bool from_world = rt->current >= rt->n_actors;
     if (from_world || rt->actors[rt->current].node == rt->actors[to].node)
-        return mbox_push(rt, to, kind, rt->current, p, len);
+        return mbox_push(rt, to, kind, rt->current, id, p, len);
     uint32_t src_node = rt->actors[rt->current].node;
     uint64_t span = rt->cfg.lat_max_ns - rt->cfg.lat_min_ns;
     uint64_t lat = rt->cfg.lat_min_ns;
@@ -267,7 +284,7 @@ static kv_status rt_post(kv_rt *iface, uint32_t to, uint32_t kind, const void *p
     uint64_t *last = &rt->pair_last_ns[src_node][to];
     if (at < *last) at = *last;
     *last = at;
-    return schedule(rt, to, at, kind, p, len);
+    return schedule(rt, to, at, kind, id, p, len);
 }
 
 static kv_status rt_post_at(kv_rt *iface, uint32_t to, uint64_t at_ns, uint32_t kind,
@@ -275,7 +292,8 @@ static kv_status rt_post_at(kv_rt *iface, uint32_t to, uint64_t at_ns, uint32_t 
     sim_rt *rt = iface->impl;
     if (to >= rt->n_actors || len > KV_MSG_PAYLOAD_MAX) return KV_EINVAL;
     if (at_ns < rt->now_ns) at_ns = rt->now_ns;
-    return schedule(rt, to, at_ns, kind, p, len);
+    uint32_t id = rt->post_hook ? post_id(rt, to, kind, true) : 0;
+    return schedule(rt, to, at_ns, kind, id, p, len);
 }
 
 static const kv_rt_ops sim_rt_ops = {
@@ -323,6 +341,13 @@ void sim_rt_set_hook(sim_rt *rt, sim_rt_hook hook, void *ctx) {
     rt->hook_ctx = ctx;
 }
 
+void sim_rt_set_post_hook(sim_rt *rt, sim_rt_post_hook hook, void *ctx) {
+    rt->post_hook = hook;
+    rt->post_ctx = ctx;
+}
+
+uint32_t sim_rt_msg_id(const sim_rt *rt) { return rt->handling_id; }
+
 void sim_rt_clear_pairs(sim_rt *rt) {
     for (uint32_t r = 0; r < rt->pair_rows; r++) memset(rt->pair_last_ns[r], 0, rt->pair_cols * sizeof(uint64_t));
     rt->pair_rows = rt->pair_cols = 0;
@@ -343,6 +368,7 @@ void sim_rt_reset(sim_rt *rt, sim_choice *choice) {
     rt->n_runnable = 0;
     rt->error = KV_OK;
     rt->messages = rt->dropped = 0;
+    rt->next_id = rt->handling_id = 0;
 }
 
 uint64_t sim_rt_now(const sim_rt *rt) { return rt->now_ns; }
@@ -358,7 +384,7 @@ void sim_rt_deliver_due(sim_rt *rt) {
     while (rt->n_events && rt->heap[0].at_ns <= rt->now_ns) {
         const sim_event *ev = heap_pop(rt); /* its slot is free again: read it before any push */
         bool inl = ev->len <= EV_INLINE_BYTES;
-        mbox_push(rt, ev->to, ev->kind, ev->src, inl ? ev->inline_payload : rt->arena + ev->off, ev->len);
+        mbox_push(rt, ev->to, ev->kind, ev->src, ev->id, inl ? ev->inline_payload : rt->arena + ev->off, ev->len);
         if (!inl) payload_free(rt, ev->off, ev->len);
     }
 }
@@ -385,10 +411,12 @@ bool sim_rt_run_one(sim_rt *rt) {
     }
     kv_msg m = {.kind = h.kind, .src = h.src, .len = h.len, .payload = payload};
     rt->current = id;
+    rt->handling_id = h.id;
     a->fn(a->self, &m); /* its own posts go behind this message, which stays in the ring */
     rt->messages++;
     if (rt->hook) rt->hook(rt->hook_ctx, id, &m);
     rt->current = KV_ACTOR_NONE;
+    rt->handling_id = 0;
     uint32_t used = (uint32_t)sizeof h + align8(h.len);
     a->used -= used;
     /* used <= a->used <= cap; empty, the next message starts at the ring's (cache-warm) front */

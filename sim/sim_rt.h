@@ -37,10 +37,20 @@ typedef struct sim_rt sim_rt;
 /* Called once per handled message, after the handler ran (trace, checker). */
 typedef void (*sim_rt_hook)(void *ctx, uint32_t actor, const kv_msg *m);
 
+/* Called at each post (and post_at: timer) while set, with the id the
+ * message gets (1, 2, ... per run) and the actor posting it (KV_ACTOR_NONE:
+ * the world). The id comes back at its handling (sim_rt_msg_id). For
+ * traces: it changes nothing a run does. NULL (the default) gives no ids. */
+typedef void (*sim_rt_post_hook)(void *ctx, uint32_t id, uint32_t from, uint32_t to, uint32_t kind, bool timer);
+
 kv_status sim_rt_new(const kv_env *env, const sim_rt_cfg *cfg, sim_choice *choice, sim_rt **out);
 void sim_rt_free(sim_rt *rt);
 kv_rt *sim_rt_iface(sim_rt *rt);
 void sim_rt_set_hook(sim_rt *rt, sim_rt_hook hook, void *ctx);
+void sim_rt_set_post_hook(sim_rt *rt, sim_rt_post_hook hook, void *ctx);
+/* The id of the message being handled (valid in the handler and the hook);
+ * 0 when it was posted without a post hook. */
+uint32_t sim_rt_msg_id(const sim_rt *rt);
 /* Empties mailboxes, heap and arena; forgets all actors. */
 void sim_rt_reset(sim_rt *rt, sim_choice *choice);
 /* Clears the per-pair delivery clocks this run wrote (reset does it too):

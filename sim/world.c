@@ -16,6 +16,7 @@
 #include "sim/sim_net.h"
 #include "sim/sim_rt.h"
 #include "sim/sim_store.h"
+#include "util/json.h"
 
 #define ARENA_BYTES (192u << 20)
 #define NODE_OF_ENGINE(i) (1u + (i) * (KV_TP_MAX + 1u))
@@ -69,7 +70,22 @@ struct sim_world {
     kv_pool_report final_pool[KV_ENGINES_MAX][KV_GROUPS_MAX]; /* at the end, before the teardown */
     FILE *trace;
     FILE *json;          /* Chrome trace events, or NULL */
-    bool json_first;
+    kv_json jw;          /* the JSON writer over json, during a run */
+    /* When each message of the run was posted, by its id (sim_rt_msg_id):
+     * the JSON trace's flow from its post to its handling. Grown on demand,
+     * only while there is a JSON trace. */
+    struct sim_post { uint64_t at_ns; uint32_t from; bool timer; } *post; /* at_ns: on the JSON's time line */
+    uint32_t post_cap;
+    bool post_lost;      /* the table could not grow: later flows are left out */
+    bool viol_pending;   /* a violation seen during an event: traced after that event's line */
+    /* The JSON's time line: many events share a virtual ns, and slices at one
+     * time would stack. Each track's slices are laid end to end instead,
+     * 1 ns each, from their virtual time on: vis_next is where the next one
+     * may start (per actor; the world's is [SIM_ACTORS_MAX]); vis_cur is the
+     * start of the event being handled, once asked for (vis_valid). */
+    uint64_t vis_next[SIM_ACTORS_MAX + 1u];
+    uint64_t vis_cur;
+    bool vis_valid;
     uint64_t events;
     uint64_t hash;
     uint32_t order[SIM_REQS_MAX + SIM_FAULTS_MAX]; /* world items by time */
@@ -141,75 +157,337 @@ static void w_release(void *ctx, void *p) {
 static void *p_alloc(void *ctx, size_t n) { (void)ctx; return calloc(1, n ? n : 1); }
 static void p_release(void *ctx, void *p) { (void)ctx; free(p); }
 static uint64_t w_rand(void *ctx) { return sim_choice_prng(&((sim_world *)ctx)->choice); }
-KV_FMT_VA(3) static void w_log(void *ctx, kv_log_level lvl, const char *fmt, va_list ap) {
-    sim_world *w = ctx;
-    if (!w->trace || lvl < KV_LOG_INFO) return;
-    fprintf(w->trace, "%12llu  %-14s log  ", (unsigned long long)sim_rt_now(w->rt),
-            sim_rt_actor_name(w->rt, sim_rt_current(w->rt)));
-    vfprintf(w->trace, fmt, ap);
-    fputc('\n', w->trace);
-}
 static uint32_t w_actor(void *ctx) { return sim_rt_current(((sim_world *)ctx)->rt); }
 
-/* ---- Chrome trace events ----------------------------------------------------- */
+/* ---- traces ------------------------------------------------------------------
+ * Two outputs of a run, both off by default: the text trace (one line per
+ * handled message and per world action) and the Chrome trace-event JSON
+ * that Perfetto opens. docs/traces.md describes both. They only read the
+ * run: nothing here draws from the choice stream or feeds the hash. */
 
-static void json_sep(sim_world *w) {
-    fputs(w->json_first ? "\n" : ",\n", w->json);
-    w->json_first = false;
-}
+/* Perfetto keeps pid and tid 0 for the idle process, and keys threads by
+ * tid alone: every track gets a pid above 0 and a tid unique in the file. */
+#define PID_BASE 10000u
+#define PID_WORLD (PID_BASE + STORE_NODE + 1u)
+#define PID_REQS (PID_BASE + STORE_NODE + 2u)
+#define TID_WORLD (SIM_ACTORS_MAX + 1u)
+#define TID_REQ(id) (SIM_ACTORS_MAX + 2u + (id))
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fputc('\\', f);
-        if ((unsigned char)*s >= 0x20) fputc(*s, f);
+static const char *const trace_legend =
+    "# kvsim text trace: one line per message an actor handled and per action of the world, in the\n"
+    "# order they happened (docs/traces.md). Columns: TIME (virtual ns), ACTOR (who acted: proxy,\n"
+    "# bootstrap, store, an engine's actor such as P0.sched or D1.w0.main, or world), WHAT:\n"
+    "#   KIND len N [req R]         event: ACTOR handled a message of KIND, N payload bytes (about\n"
+    "#                              request R when the message names one)\n"
+    "#   log TEXT                   the core logged TEXT while ACTOR ran: before its event's line\n"
+    "#   FAULT NAME target=T arg=A  the world applied a fault of the plan (abort_on_kv fires: an\n"
+    "#                              armed abort went to the proxy)\n"
+    "#   STORE ...                  the store's new process started, or it stays down\n"
+    "#   RESTART engine I           a crashed engine's new process started, or it stays down\n"
+    "#   VIOLATION INV: DETAIL      an invariant failed; after the line of the event during which\n"
+    "#                              it was seen, and the run stops there\n";
+
+/* Actor ids in core text ("actor 7") become names ("actor D1.w0.recv"):
+ * traces name actors, the core cannot (it knows no names). */
+static void name_actors(const sim_world *w, const char *in, char *out, size_t cap) {
+    size_t n = 0;
+    const char *p = in;
+    while (*p && n + 1 < cap) {
+        bool word = (p == in || !((p[-1] >= 'a' && p[-1] <= 'z') || (p[-1] >= 'A' && p[-1] <= 'Z')));
+        if (word && strncmp(p, "actor ", 6) == 0 && p[6] >= '0' && p[6] <= '9') {
+            char *e;
+            unsigned long a = strtoul(p + 6, &e, 10);
+            if (a < sim_rt_actor_count(w->rt)) {
+                int k = snprintf(out + n, cap - n, "actor %s", sim_rt_actor_name(w->rt, (uint32_t)a));
+                n = k < 0 ? n : n + (size_t)k < cap ? n + (size_t)k : cap - 1;
+                p = e;
+                continue;
+            }
+        }
+        out[n++] = *p++;
     }
-    fputc('"', f);
+    out[n] = 0;
 }
 
-/* A global marker (fault, violation) at virtual time at_ns. */
-static void json_instant(sim_world *w, const char *name, const char *detail, uint64_t at_ns) {
-    if (!w->json) return;
-    json_sep(w);
-    fprintf(w->json, "{\"name\":");
-    json_str(w->json, name);
-    fprintf(w->json, ",\"ph\":\"i\",\"s\":\"g\",\"ts\":%.3f,\"pid\":0,\"tid\":0,\"args\":{\"detail\":",
-            (double)at_ns / 1000.0);
-    json_str(w->json, detail);
-    fputs("}}", w->json);
+static uint32_t json_pid(const sim_world *w, uint32_t actor) {
+    return actor < sim_rt_actor_count(w->rt) ? PID_BASE + sim_rt_actor_node(w->rt, actor) : PID_WORLD;
+}
+static uint32_t json_tid(const sim_world *w, uint32_t actor) {
+    return actor < sim_rt_actor_count(w->rt) ? actor + 1u : TID_WORLD;
+}
+
+/* Opens one trace event; the caller adds its fields and closes it. */
+static kv_json *json_ev(sim_world *w, const char *name, const char *cat, const char *ph, uint64_t at_ns,
+                        uint32_t pid, uint32_t tid) {
+    kv_json *j = &w->jw;
+    kv_json_nl(j);
+    kv_json_obj(j);
+    kv_json_kstr(j, "name", name);
+    if (cat) kv_json_kstr(j, "cat", cat);
+    kv_json_kstr(j, "ph", ph);
+    kv_json_kf64(j, "ts", (double)at_ns / 1000.0, 3);
+    kv_json_ku64(j, "pid", pid);
+    kv_json_ku64(j, "tid", tid);
+    return j;
+}
+
+/* The next free ns on a track, from `from` on (see vis_next). */
+static uint64_t vis_take_from(sim_world *w, uint32_t actor, uint64_t from) {
+    uint32_t k = actor < sim_rt_actor_count(w->rt) ? actor : SIM_ACTORS_MAX;
+    uint64_t t = from > w->vis_next[k] ? from : w->vis_next[k];
+    w->vis_next[k] = t + 1u;
+    return t;
+}
+static uint64_t vis_take(sim_world *w, uint32_t actor) { return vis_take_from(w, actor, sim_rt_now(w->rt)); }
+
+/* Where the slice of the event being handled starts: taken at its first
+ * use (a post or a log in the handler, or its own line), so that what
+ * happens during the event lies inside its slice; never before its
+ * message's post, so that no flow runs backwards. */
+static uint64_t vis_event(sim_world *w, uint32_t actor) {
+    if (w->vis_valid) return w->vis_cur;
+    uint64_t from = sim_rt_now(w->rt);
+    uint32_t id = sim_rt_msg_id(w->rt);
+    if (id && id < w->post_cap && !w->post_lost && w->post[id].at_ns > from) from = w->post[id].at_ns;
+    w->vis_cur = vis_take_from(w, actor, from);
+    w->vis_valid = true;
+    return w->vis_cur;
+}
+
+/* A 1 ns slice ("X") at vis_ns on an actor's track (the world's for
+ * KV_ACTOR_NONE), with t_ns its virtual time; the args object is left open
+ * for the caller. */
+static kv_json *json_slice(sim_world *w, const char *name, const char *cat, uint32_t actor, uint64_t vis_ns) {
+    kv_json *j = json_ev(w, name, cat, "X", vis_ns, json_pid(w, actor), json_tid(w, actor));
+    kv_json_kf64(j, "dur", 0.001, 3);
+    kv_json_kobj(j, "args");
+    kv_json_ku64(j, "t_ns", sim_rt_now(w->rt));
+    return j;
+}
+static void json_close2(kv_json *j) { kv_json_end(j), kv_json_end(j); } /* args, event */
+
+/* A line of the world (ACTOR "world") in the text trace and on the
+ * world's track. */
+KV_FMT_VA(3) static void world_vline(sim_world *w, const char *kind, const char *fmt, va_list ap) {
+    char text[256];
+    vsnprintf(text, sizeof text, fmt, ap);
+    if (w->trace)
+        fprintf(w->trace, "%12llu  %-14s %s %s\n", (unsigned long long)sim_rt_now(w->rt), "world", kind, text);
+    if (w->json) {
+        kv_json *j = json_slice(w, kind, "world", KV_ACTOR_NONE, vis_take(w, KV_ACTOR_NONE));
+        kv_json_kstr(j, "text", text);
+        json_close2(j);
+    }
+}
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void world_line(sim_world *w, const char *kind, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    world_vline(w, kind, fmt, ap);
+    va_end(ap);
+}
+
+KV_FMT_VA(3) static void w_log(void *ctx, kv_log_level lvl, const char *fmt, va_list ap) {
+    sim_world *w = ctx;
+    if ((!w->trace && !w->json) || lvl < KV_LOG_INFO) return;
+    char raw[512], text[768];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    name_actors(w, raw, text, sizeof text);
+    uint32_t a = sim_rt_current(w->rt);
+    if (w->trace)
+        fprintf(w->trace, "%12llu  %-14s log  %s\n", (unsigned long long)sim_rt_now(w->rt), sim_rt_actor_name(w->rt, a),
+                text);
+    if (w->json) { /* an instant at its event's slice start, or a slice of the world's */
+        bool in_event = a < sim_rt_actor_count(w->rt);
+        uint64_t at = in_event ? vis_event(w, a) : vis_take(w, a);
+        kv_json *j = json_ev(w, "log", "log", in_event ? "i" : "X", at, json_pid(w, a), json_tid(w, a));
+        if (in_event) kv_json_kstr(j, "s", "t");
+        else kv_json_kf64(j, "dur", 0.001, 3);
+        kv_json_kobj(j, "args");
+        kv_json_kstr(j, "text", text);
+        json_close2(j);
+    }
+}
+
+/* Records when and by whom message id was posted (the runtime's post hook):
+ * inside the poster's event slice, or in a slice of the world's that says
+ * what it posted (the world's actions have no event of their own). */
+static void w_post(void *ctx, uint32_t id, uint32_t from, uint32_t to, uint32_t kind, bool timer) {
+    sim_world *w = ctx;
+    uint64_t at;
+    if (from < sim_rt_actor_count(w->rt)) {
+        at = vis_event(w, from);
+    } else {
+        char name[64];
+        snprintf(name, sizeof name, "post %s", kv_msg_kind_name(kind));
+        at = vis_take(w, KV_ACTOR_NONE);
+        kv_json *j = json_slice(w, name, "world", KV_ACTOR_NONE, at);
+        kv_json_kstr(j, "to", sim_rt_actor_name(w->rt, to));
+        json_close2(j);
+    }
+    if (id >= w->post_cap && !w->post_lost) {
+        uint32_t cap = w->post_cap ? w->post_cap * 2u : 4096u;
+        while (cap <= id) cap *= 2u;
+        struct sim_post *p = realloc(w->post, cap * sizeof *p);
+        if (p) w->post = p, w->post_cap = cap;
+        else w->post_lost = true; /* flows from here on are left out, the trace stays valid */
+    }
+    if (id < w->post_cap) w->post[id] = (struct sim_post){.at_ns = at, .from = from, .timer = timer};
+}
+
+/* The flow of a handled message: "s" at its post on the poster's track, "f"
+ * at its handling on the handler's, each inside that track's slice. Both are
+ * written at the handling, so a message that is never handled (its process
+ * crashed) leaves no open flow. */
+static void json_flow(sim_world *w, uint32_t actor, const kv_msg *m, uint64_t vis_ns) {
+    uint32_t id = sim_rt_msg_id(w->rt);
+    if (!id || id >= w->post_cap || w->post_lost) return;
+    const struct sim_post *p = &w->post[id];
+    const char *cat = p->timer ? "timer" : "msg";
+    kv_json *j = json_ev(w, kv_msg_kind_name(m->kind), cat, "s", p->at_ns, json_pid(w, p->from), json_tid(w, p->from));
+    kv_json_ku64(j, "id", id);
+    kv_json_end(j);
+    j = json_ev(w, kv_msg_kind_name(m->kind), cat, "f", vis_ns, json_pid(w, actor), json_tid(w, actor));
+    kv_json_ku64(j, "id", id);
+    kv_json_kstr(j, "bp", "e");
+    kv_json_end(j);
 }
 
 static void json_begin(sim_world *w) {
     if (!w->json) return;
-    w->json_first = true;
-    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", w->json);
+    kv_json_init(&w->jw, w->json);
+    kv_json_obj(&w->jw);
+    kv_json_kstr(&w->jw, "displayTimeUnit", "ns");
+    kv_json_karr(&w->jw, "traceEvents");
+}
+
+static void json_meta(sim_world *w, const char *what, uint32_t pid, uint32_t tid, const char *name) {
+    kv_json *j = &w->jw;
+    kv_json_nl(j);
+    kv_json_obj(j);
+    kv_json_kstr(j, "name", what);
+    kv_json_kstr(j, "ph", "M");
+    kv_json_ku64(j, "pid", pid);
+    if (tid != UINT32_MAX) kv_json_ku64(j, "tid", tid);
+    kv_json_kobj(j, "args");
+    if (strcmp(what, "process_sort_index") == 0) kv_json_ku64(j, "sort_index", tid == UINT32_MAX ? pid : 0);
+    else kv_json_kstr(j, "name", name);
+    json_close2(j);
+}
+
+/* process_name per node that had actors (proxy and bootstrap share node 0),
+ * the world and the requests; thread_name per actor, the world's track and
+ * each request's. A restarted engine's actors reuse their names: the new
+ * process's get "(process K)". */
+static void json_names(sim_world *w) {
+    const sim_world_cfg *c = w->cfg;
+    bool seen[STORE_NODE + 1u] = {false};
+    char name[64];
+    for (uint32_t a = 0; a < sim_rt_actor_count(w->rt); a++) {
+        uint32_t node = sim_rt_actor_node(w->rt, a);
+        if (node <= STORE_NODE && !seen[node]) {
+            seen[node] = true;
+            uint32_t i = node ? (node - 1u) / (KV_TP_MAX + 1u) : 0;
+            if (node == 0) snprintf(name, sizeof name, "proxy + bootstrap");
+            else if (node == STORE_NODE) snprintf(name, sizeof name, "store");
+            else snprintf(name, sizeof name, "%c%u (engine %u, %s)", i < c->n_p ? 'P' : 'D', i, i,
+                          i < c->n_p ? "producer" : "consumer");
+            json_meta(w, "process_name", PID_BASE + node, UINT32_MAX, name);
+            json_meta(w, "process_sort_index", PID_BASE + node, UINT32_MAX, NULL);
+        }
+        uint32_t gen = 1;
+        for (uint32_t b = 0; b < a; b++) gen += strcmp(sim_rt_actor_name(w->rt, b), sim_rt_actor_name(w->rt, a)) == 0;
+        if (gen > 1) snprintf(name, sizeof name, "%s (process %u)", sim_rt_actor_name(w->rt, a), gen);
+        else snprintf(name, sizeof name, "%s", sim_rt_actor_name(w->rt, a));
+        json_meta(w, "thread_name", PID_BASE + node, a + 1u, name);
+    }
+    json_meta(w, "process_name", PID_WORLD, UINT32_MAX, "world (faults, restarts, violations)");
+    json_meta(w, "process_sort_index", PID_WORLD, UINT32_MAX, NULL);
+    json_meta(w, "thread_name", PID_WORLD, TID_WORLD, "world");
+    json_meta(w, "process_name", PID_REQS, UINT32_MAX, "requests");
+    json_meta(w, "process_sort_index", PID_REQS, UINT32_MAX, NULL);
+    for (uint32_t id = 0; id < c->n_reqs && id < SIM_REQS_MAX; id++) { /* bounded: a rejected scenario too */
+        snprintf(name, sizeof name, "request %u", id);
+        json_meta(w, "thread_name", PID_REQS, TID_REQ(id), name);
+    }
+}
+
+/* Each submitted request's lifecycle: an async slice from its submission to
+ * its outcome (or the run's end, still pending), on its own track. */
+static void json_requests(sim_world *w) {
+    static const char *const outcome[] = {"pending", "ok", "error", "aborted"};
+    char name[32];
+    for (uint32_t id = 0; id < w->cfg->n_reqs; id++) {
+        const kv_proxy_req *q = kv_proxy_slot(w->proxy, id);
+        if (!q->used || q->id != id) continue;
+        uint64_t end = q->outcome ? q->done_ns : sim_rt_now(w->rt);
+        snprintf(name, sizeof name, "request %u", id);
+        kv_json *j = json_ev(w, name, "request", "b", q->submit_ns, PID_REQS, TID_REQ(id));
+        kv_json_ku64(j, "id", id);
+        kv_json_kobj(j, "args");
+        kv_json_ku64(j, "prompt", q->sub.spec.prompt_len);
+        kv_json_ku64(j, "max_tokens", q->sub.spec.max_tokens);
+        kv_json_ku64(j, "p_engine", q->sub.p_engine);
+        kv_json_ku64(j, "d_engine", q->sub.d_engine);
+        json_close2(j);
+        j = json_ev(w, name, "request", "e", end < q->submit_ns ? q->submit_ns : end, PID_REQS, TID_REQ(id));
+        kv_json_ku64(j, "id", id);
+        kv_json_kobj(j, "args");
+        kv_json_kstr(j, "outcome", outcome[q->outcome & 3]);
+        json_close2(j);
+    }
 }
 
 static void json_end(sim_world *w) {
     if (!w->json) return;
-    for (uint32_t a = 0; a < sim_rt_actor_count(w->rt); a++) {
-        json_sep(w);
-        fprintf(w->json, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":",
-                sim_rt_actor_node(w->rt, a), a);
-        json_str(w->json, sim_rt_actor_name(w->rt, a));
-        fputs("}}", w->json);
-    }
-    for (uint32_t id = 0; id < w->cfg->n_reqs; id++) { /* request lifecycles, on the proxy's process */
-        const kv_proxy_req *q = kv_proxy_slot(w->proxy, id);
-        if (!q->used || q->id != id) continue;
-        static const char *const outcome[] = {"pending", "ok", "error", "aborted"};
-        uint64_t end = q->outcome ? q->done_ns : sim_rt_now(w->rt);
-        json_sep(w);
-        fprintf(w->json, "{\"name\":\"request %u\",\"cat\":\"request\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,"
-                         "\"pid\":0,\"tid\":%u,\"args\":{\"outcome\":\"%s\",\"prompt\":%u}}",
-                id, (double)q->submit_ns / 1000.0, (double)(end - q->submit_ns) / 1000.0, 1000u + id,
-                outcome[q->outcome & 3], q->sub.spec.prompt_len);
-    }
-    fputs("\n]}\n", w->json);
+    json_names(w);
+    json_requests(w);
+    kv_json_end(&w->jw); /* traceEvents */
+    kv_json_end(&w->jw);
+    kv_json_nl(&w->jw);
+    if (kv_json_done(&w->jw) != 0) fprintf(stderr, "kvsim: the trace JSON could not be written whole\n");
+}
+
+/* A scenario the world could not build: the document is closed with the
+ * names of what it holds (the world's posts while building). */
+static void json_abort(sim_world *w) {
+    if (!w->json) return;
+    json_names(w);
+    kv_json_end(&w->jw);
+    kv_json_end(&w->jw);
+    kv_json_nl(&w->jw);
+    (void)kv_json_done(&w->jw);
 }
 
 void sim_world_set_json(sim_world *w, FILE *json) { w->json = json; }
 
+/* The violation of the run, in the traces. */
+static void trace_violation(sim_world *w) {
+    const sim_result *r = w->res;
+    char detail[sizeof r->detail + 256];
+    w->viol_pending = false;
+    name_actors(w, r->detail, detail, sizeof detail);
+    if (w->trace)
+        fprintf(w->trace, "%12llu  %-14s VIOLATION %s: %s\n", (unsigned long long)r->at_ns, r->actor_name,
+                kv_inv_name(r->inv), detail);
+    if (w->json) {
+        char name[48];
+        snprintf(name, sizeof name, "VIOLATION %s", kv_inv_name(r->inv));
+        kv_json *j = json_ev(w, name, "violation", "i", r->at_ns, PID_WORLD, TID_WORLD);
+        kv_json_kstr(j, "s", "g");
+        kv_json_kobj(j, "args");
+        kv_json_kstr(j, "detail", detail);
+        kv_json_kstr(j, "actor", r->actor_name);
+        if (r->engine != UINT32_MAX) kv_json_ku64(j, "engine", r->engine);
+        if (r->req != UINT32_MAX) kv_json_ku64(j, "req", r->req);
+        json_close2(j);
+    }
+}
+
+/* A violation seen while an actor handles a message waits for that event's
+ * line (after_event); one seen while the world acts is traced at once. */
 static void w_violation(void *ctx, const kv_violation *v) {
     sim_world *w = ctx;
     sim_result *r = w->res;
@@ -223,10 +501,9 @@ static void w_violation(void *ctx, const kv_violation *v) {
     r->req = v->req;
     snprintf(r->actor_name, sizeof r->actor_name, "%s", sim_rt_actor_name(w->rt, v->actor));
     snprintf(r->detail, sizeof r->detail, "%s", v->detail ? v->detail : "");
-    if (w->trace)
-        fprintf(w->trace, "%12llu  %-14s VIOLATION %s: %s\n", (unsigned long long)r->at_ns,
-                r->actor_name, kv_inv_name(v->inv), r->detail);
-    json_instant(w, kv_inv_name(v->inv), r->detail, r->at_ns);
+    if (!w->trace && !w->json) return;
+    if (sim_rt_current(w->rt) < sim_rt_actor_count(w->rt)) w->viol_pending = true;
+    else trace_violation(w);
 }
 
 void sim_world_set_scratch_poison(sim_world *w, bool on) { w->poison = on; }
@@ -263,6 +540,7 @@ void sim_world_free(sim_world *w) {
     sim_rt_free(w->rt);
     sim_net_free(w->net);
     sim_check_free(w->check);
+    free(w->post);
     free(w->alog);
     free(w->arena);
     free(w);
@@ -475,9 +753,9 @@ static void restart_store(sim_world *w) {
     sim_net_fault_restart(w->net, STORE_NODE);
     kv_status st = sim_rt_actor_count(w->rt) < SIM_ACTORS_MAX ? sim_store_restart(w->store) : KV_ENOMEM;
     if (st == KV_OK) sim_check_store_up(w->check);
-    if (w->trace)
-        fprintf(w->trace, "%12llu  %-14s STORE %s%s\n", (unsigned long long)sim_rt_now(w->rt), "world",
-                st == KV_OK ? "restarted (empty)" : "stays down: ", st == KV_OK ? "" : kv_status_str(st));
+    if (w->trace || w->json)
+        world_line(w, "STORE", "%s%s", st == KV_OK ? "restarted (empty)" : "stays down: ",
+                   st == KV_OK ? "" : kv_status_str(st));
 }
 
 /* A new process of engine i: fresh actors, pools and connector state on the
@@ -497,9 +775,8 @@ static void restart_engine(sim_world *w, uint32_t i, bool silent) {
         on_nodes(w, dead, sim_net_fault_restart);
         room = start_engine(w, i) == KV_OK;
     }
-    if (w->trace)
-        fprintf(w->trace, "%12llu  %-14s RESTART engine %u%s\n", (unsigned long long)sim_rt_now(w->rt), "world", i,
-                room ? "" : ": no room for its actors, it stays down");
+    if (w->trace || w->json)
+        world_line(w, "RESTART", "engine %u%s", i, room ? "" : ": no room for its actors, it stays down");
     if (!room) {
         w->eng[i] = dead;
         return;
@@ -586,14 +863,7 @@ static void apply_fault(sim_world *w, const sim_fault *f) {
     case SIM_F_KIND_COUNT: break;
     }
     if (f->kind < SIM_F_KIND_COUNT && phase < KV_PH_COUNT) w->res->fault_phase[f->kind][phase]++;
-    if (w->trace)
-        fprintf(w->trace, "%12llu  %-14s FAULT %s target=%u arg=%u\n", (unsigned long long)sim_rt_now(w->rt),
-                "world", sim_fault_name(f->kind), f->target, f->arg);
-    if (w->json) {
-        char d[64];
-        snprintf(d, sizeof d, "target=%u arg=%u", f->target, f->arg);
-        json_instant(w, sim_fault_name(f->kind), d, sim_rt_now(w->rt));
-    }
+    if (w->trace || w->json) world_line(w, "FAULT", "%s target=%u arg=%u", sim_fault_name(f->kind), f->target, f->arg);
 }
 
 static void submit_req(sim_world *w, uint32_t i) {
@@ -662,10 +932,9 @@ static void pump_net(sim_world *w) {
 
 /* ---- events ------------------------------------------------------------------- */
 
-/* The request a message is about, for the text trace (" req N"), when the
- * payload names one. */
-static const char *event_detail(const kv_msg *m) {
-    static _Thread_local char buf[48];
+/* The request a message is about, for the traces, when the payload names
+ * one; UINT32_MAX otherwise. */
+static uint32_t event_req(const kv_msg *m) {
     uint32_t id = UINT32_MAX;
     switch (m->kind) {
     case KV_M_ADD_REQ: id = ((const kv_req_spec *)m->payload)->id; break;
@@ -683,10 +952,31 @@ static const char *event_detail(const kv_msg *m) {
     case KV_M_STORE_SAVE_DONE: id = ((const kv_m_store_save_done *)m->payload)->id; break;
     case KV_M_STORE_LOAD: id = ((const kv_m_store_load *)m->payload)->id; break;
     case KV_M_STORE_LOAD_DONE: id = ((const kv_m_store_load_done *)m->payload)->id; break;
-    default: return "";
+    default: break;
     }
-    snprintf(buf, sizeof buf, "  req %u", id);
-    return buf;
+    return id;
+}
+
+/* The traces of one handled message: its line, its instant and flow, then
+ * the violation seen during it, if any. */
+static void trace_event(sim_world *w, uint32_t actor, const kv_msg *m, uint64_t now) {
+    uint32_t req = event_req(m);
+    if (w->trace) {
+        fprintf(w->trace, "%12llu  %-14s %-18s len %u", (unsigned long long)now, sim_rt_actor_name(w->rt, actor),
+                kv_msg_kind_name(m->kind), m->len);
+        if (req != UINT32_MAX) fprintf(w->trace, "  req %u", req);
+        fputc('\n', w->trace);
+    }
+    if (w->json) {
+        uint64_t vis = vis_event(w, actor);
+        kv_json *j = json_slice(w, kv_msg_kind_name(m->kind), "event", actor, vis);
+        kv_json_ku64(j, "len", m->len);
+        if (req != UINT32_MAX) kv_json_ku64(j, "req", req);
+        if (sim_rt_msg_id(w->rt)) kv_json_ku64(j, "msg", sim_rt_msg_id(w->rt));
+        kv_json_kstr(j, "from", sim_rt_actor_name(w->rt, m->src));
+        json_close2(j);
+        json_flow(w, actor, m, vis);
+    }
 }
 
 /* A D worker heard a load of a request end: an abort armed for it
@@ -705,9 +995,7 @@ static void abort_if_armed(sim_world *w, uint32_t actor, const kv_msg *m) {
     count_abort_phases(w, id, SIM_F_ABORT_ON_KV);
     kv_m_abort a = {.id = id};
     kv_rt_post(sim_rt_iface(w->rt), w->proxy->actor, KV_M_PROXY_ABORT, &a, sizeof a);
-    if (w->trace)
-        fprintf(w->trace, "%12llu  %-14s FAULT abort_on_kv fires for request %u\n", (unsigned long long)sim_rt_now(w->rt),
-                "world", id);
+    if (w->trace || w->json) world_line(w, "FAULT", "abort_on_kv fires for request %u", id);
 }
 
 static void after_event(void *ctx, uint32_t actor, const kv_msg *m) {
@@ -715,16 +1003,11 @@ static void after_event(void *ctx, uint32_t actor, const kv_msg *m) {
     w->events++;
     uint64_t now = sim_rt_now(w->rt);
     w->hash = sim_mix64(w->hash ^ now) ^ sim_mix64(((uint64_t)actor << 32) ^ m->kind ^ ((uint64_t)m->len << 48));
-    if (w->trace)
-        fprintf(w->trace, "%12llu  %-14s %-18s len %u%s\n", (unsigned long long)now,
-                sim_rt_actor_name(w->rt, actor), kv_msg_kind_name(m->kind), m->len, event_detail(m));
-    if (w->json) {
-        json_sep(w);
-        fprintf(w->json, "{\"name\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":0.1,\"pid\":%u,\"tid\":%u,\"args\":{\"len\":%u}}",
-                kv_msg_kind_name(m->kind), (double)now / 1000.0, sim_rt_actor_node(w->rt, actor), actor, m->len);
-    }
+    if (w->trace || w->json) trace_event(w, actor, m, now);
     sim_check_event(w->check, actor, m);
     if (m->kind == KV_M_P2P_RECV_DONE || m->kind == KV_M_STORE_LOAD_DONE) abort_if_armed(w, actor, m);
+    if (w->viol_pending) trace_violation(w);
+    w->vis_valid = false; /* the next event takes its own slice */
 }
 
 /* ---- running ------------------------------------------------------------------- */
@@ -821,12 +1104,19 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
     sim_rt_reset(w->rt, &w->choice);
     sim_net_reset(w->net, &w->choice);
     sim_rt_set_hook(w->rt, after_event, w);
+    sim_rt_set_post_hook(w->rt, w->json ? w_post : NULL, w); /* message ids only for the JSON's flows */
+    w->post_lost = w->viol_pending = w->vis_valid = false;
+    if (w->json) memset(w->vis_next, 0, sizeof w->vis_next);
+    json_begin(w); /* before build: the world's posts while building are in it */
     kv_status st = build(w);
-    if (st != KV_OK) return st;
+    if (st != KV_OK) {
+        json_abort(w);
+        return st;
+    }
+    if (w->trace) fputs(trace_legend, w->trace);
     sim_check_view cv = {.env = &w->env, .rt = w->rt, .eng = w->eng, .down = w->down, .n_eng = w->n_eng,
                          .proxy = w->proxy, .store = w->store, .cfg = cfg, .res = out};
     sim_check_begin(w->check, &cv);
-    json_begin(w);
     sort_items(w);
     uint64_t last = 0;
     for (uint32_t i = 0; i < w->n_items; i++) {
@@ -880,6 +1170,7 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
     for (uint32_t i = 0; i < w->n_eng; i++) /* what sim_world_report prints: read before the teardown */
         for (uint32_t g = 0; g < w->eng[i]->cfg.n_groups; g++) kv_pool_report_get(&w->eng[i]->pool[g], &w->final_pool[i][g]);
     if (!out->violated && out->sim_error == KV_OK) teardown(w);
+    if (w->viol_pending) trace_violation(w);
     json_end(w);
     out->events = w->events;
     out->trace_hash = w->hash ^ (out->violated ? sim_mix64((uint64_t)out->inv + 1) : 0);

@@ -168,11 +168,13 @@ void sim_world_set_scratch_poison(sim_world *w, bool on);
 void sim_world_set_kvmem(sim_world *w, kv_kvmem mem);
 /* Runs cfg to quiescence or its liveness bound, checks the end, then tears
  * down every process and the bootstrap service and checks their releases
- * (INV-LEAK). trace: optional text trace. */
+ * (INV-LEAK). trace: optional text trace (a legend first; docs/traces.md). */
 kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim_result *out);
-/* Chrome trace-event JSON of the next runs (Perfetto opens it): actors as
- * tracks, each request's lifecycle as a span, faults and violations as
- * markers. NULL turns it off. */
+/* Chrome trace-event JSON of the next runs (Perfetto opens it): processes
+ * and actors as tracks, events and the world's actions as slices laid end
+ * to end, logs and violations as instants, a flow from each handled
+ * message's post to its handling, each request's lifecycle as an async
+ * slice (docs/traces.md). NULL turns it off. */
 void sim_world_set_json(sim_world *w, FILE *json);
 /* Engine i of the run (P engines first), or NULL; after a crash, the
  * process that took its place (or the dead one, if none did). Read-only.
