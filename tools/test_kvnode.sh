@@ -15,6 +15,9 @@
 #     3b. SIGSTOP of P for longer than D's receive timeout, then SIGCONT: D
 #     fails the pulls it gave up on, the thawed P's late answers corrupt no
 #     block (no violation), every request ends, both pools clean;
+#     3c. SIGKILL of D mid-run: the proxy sees the link close, fails what it
+#     had sent to D and every later request for it (ENGINE_DOWN), so the run
+#     ends without a stall; P's holds end and its pool is clean;
 #  4. two P and two D engines (five processes): the proxy spreads the
 #     requests round-robin over both P and both D (every engine finishes
 #     half of them), every request ok, each D verified every block it
@@ -163,6 +166,30 @@ j=$tmp/freeze.json
 check_clean freeze 0; check_clean freeze 1
 echo "  SIGSTOP of P for 2.5 s at $((NF / 4))+ done (D's receive timeout 1 s), then SIGCONT: $(jget "$j" "d['error']") requests failed with $(jget "$j" "d['engines'][1]['load_errors']") load errors on D, $(jget "$j" "d['ok']") ok, no violation, both pools clean"
 
+# ---- 3c: SIGKILL of D mid-run: the proxy fails D's requests at once, no stall ------------
+start killd "--requests $N --window 16 --stall-ms 60000" "--step-us 300"
+killed=0
+for _ in $(seq 600); do
+  if grep -q "progress [0-9]*/" "$tmp/killd.proxy.err" 2>/dev/null; then
+    d=$(grep -o "progress [0-9]*" "$tmp/killd.proxy.err" | tail -1 | awk '{print $2}')
+    if [ "${d:-0}" -ge $((N / 5)) ]; then kill -9 "$PD"; killed=1; break; fi
+  fi
+  kill -0 "$PX" 2>/dev/null || break
+  sleep 0.02
+done
+[ $killed = 1 ] || fail "killd: the run ended before D could be killed"
+waitfor "$PX" 120; rc=$?; [ $rc = 0 ] || fail "killd: proxy exited $rc (stalled or hung)"
+waitfor "$PP" 30; rc=$?; [ $rc = 0 ] || fail "killd: P exited $rc"
+j=$tmp/killd.json
+grep -q "engine D1 is gone" "$tmp/killd.proxy.err" || fail "killd: the proxy did not notice D's loss"
+grep -q "STALLED" "$tmp/killd.proxy.err" && fail "killd: the proxy stalled"
+[ "$(jget "$j" "d['pending']")" = 0 ] || fail "killd: requests without an outcome"
+[ "$(jget "$j" "d['stalled']")" = False ] || fail "killd: stalled"
+[ "$(jget "$j" "d['error'] > 0")" = True ] || fail "killd: no failed request reported"
+[ "$(jget "$j" "d['ok'] + d['error'] + d['aborted']")" = "$N" ] || fail "killd: outcomes do not add up"
+[ "$(jget "$j" "d['engines'][1]['reachable']")" = False ] || fail "killd: D still reachable"
+check_clean killd 0
+echo "  SIGKILL of D at $((N / 5))+ done: the proxy failed D's $(jget "$j" "d['error']") requests at once (no stall), P's pool clean"
 # ---- 4: two P + two D engines, round-robin --------------------------------------------
 NM=$(( N < 400 ? N : 400 ))
 rm -f "$tmp/multi.port"

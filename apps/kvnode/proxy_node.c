@@ -65,6 +65,7 @@ typedef struct proxy_node {
     uint32_t inflight[WINDOW_MAX], n_inflight;
     /* completions, from the proxy actor's thread to the driver */
     uint32_t n_requests;
+    bool down[N_ENGINES];      /* main thread: the engine's link was lost (watch_engines) */
     uint8_t *reported;     /* [requests]; owned; the proxy actor's thread only */
     pthread_mutex_t cmu;   /* guards cq, n_cq */
     pthread_cond_t ccv;    /* CLOCK_MONOTONIC; signalled when cq grows */
@@ -138,9 +139,27 @@ static bool engine_stats(proxy_node *n, uint32_t e, uint32_t token, uint64_t tim
  * have ended its request (the core's proxy stamps the outcome and done_ns);
  * report each request once. Only requests in flight can end, so cq (the
  * window's size) never overflows. */
+static void report_if_ended(proxy_node *n, uint32_t id) {
+    if (id >= n->n_requests || n->reported[id]) return;
+    const kv_proxy_req *q = kv_proxy_slot(n->proxy, id);
+    if (!q->used || q->id != id || q->outcome == KV_OUT_PENDING) return;
+    n->reported[id] = 1;
+    pthread_mutex_lock(&n->cmu);
+    if (n->n_cq < WINDOW_MAX)
+        n->cq[n->n_cq++] = (req_done){.id = id, .outcome = q->outcome, .submit_ns = q->submit_ns, .done_ns = q->done_ns};
+    pthread_cond_signal(&n->ccv);
+    pthread_mutex_unlock(&n->cmu);
+}
+
 static void after_proxy(void *arg, const kv_msg *m) {
     proxy_node *n = arg;
     uint32_t id;
+    if (m->kind == KV_M_PROXY_ENGINE_DOWN || m->kind == KV_M_PROXY_SUBMIT) {
+        /* an engine's loss fails what it held at once; a submit to a lost
+         * engine fails at once: look for every request that just ended */
+        for (uint32_t i = 0; i < n->n_requests; i++) report_if_ended(n, i);
+        return;
+    }
     if (m->kind == KV_M_REQ_DONE && m->len >= sizeof(kv_m_req_done)) {
         kv_m_req_done d;
         memcpy(&d, m->payload, sizeof d);
@@ -152,15 +171,7 @@ static void after_proxy(void *arg, const kv_msg *m) {
     } else {
         return;
     }
-    if (id >= n->n_requests || n->reported[id]) return;
-    const kv_proxy_req *q = kv_proxy_slot(n->proxy, id);
-    if (!q->used || q->id != id || q->outcome == KV_OUT_PENDING) return;
-    n->reported[id] = 1;
-    pthread_mutex_lock(&n->cmu);
-    if (n->n_cq < WINDOW_MAX)
-        n->cq[n->n_cq++] = (req_done){.id = id, .outcome = q->outcome, .submit_ns = q->submit_ns, .done_ns = q->done_ns};
-    pthread_cond_signal(&n->ccv);
-    pthread_mutex_unlock(&n->cmu);
+    report_if_ended(n, id);
 }
 
 /* Waits until a completion is queued or until `until_ns`; takes what is
@@ -230,6 +241,23 @@ static uint64_t post_due_aborts(proxy_node *n) {
     return next;
 }
 
+static char role_of(const proxy_node *n, uint32_t e) { return e < n->n_p ? 'P' : 'D'; }
+
+/* An engine whose link is gone (its process died, or the connection broke)
+ * is down for good: the proxy fails what it had sent there and every later
+ * request to it (core/proxy.c, ENGINE_DOWN), so the run ends instead of
+ * stalling. Checked every pass of the driver loop (at most 10 ms apart). */
+static void watch_engines(proxy_node *n) {
+    for (uint32_t e = 0; e < n->n_eng; e++) {
+        if (n->down[e] || kvp_rt_link_up(n->rt, 1 + e)) continue;
+        n->down[e] = true;
+        fprintf(stderr, "[proxy] engine %c%u is gone (its link closed): failing its requests\n", role_of(n, e), e);
+        kv_m_proxy_engine d = {.engine = e};
+        if (post_retry(n, n->proxy->actor, KV_M_PROXY_ENGINE_DOWN, &d, sizeof d) != KV_OK)
+            fprintf(stderr, "[proxy] engine %c%u: ENGINE_DOWN could not be posted\n", role_of(n, e), e);
+    }
+}
+
 /* Returns false if the run stalled. */
 static bool drive(proxy_node *n, const kvn_opts *o, uint64_t *elapsed_ns) {
     uint32_t next = 0, done = 0, window = o->window < WINDOW_MAX ? o->window : WINDOW_MAX;
@@ -238,6 +266,7 @@ static bool drive(proxy_node *n, const kvn_opts *o, uint64_t *elapsed_ns) {
     while (done < o->requests) {
         while (next < o->requests && n->n_inflight < window)
             if (submit(n, o, next++) != KV_OK) fprintf(stderr, "[proxy] submit %u failed\n", next - 1);
+        watch_engines(n);
         uint64_t abort_at = post_due_aborts(n), until = kvp_mono_ns() + 10000000u;
         uint32_t got = take_completions(n, abort_at < until ? abort_at : until);
         done += got;
@@ -321,7 +350,6 @@ static bool pools_clean(const kvn_stats *s) {
     return true;
 }
 
-static char role_of(const proxy_node *n, uint32_t e) { return e < n->n_p ? 'P' : 'D'; }
 
 static void json_engine(kv_json *j, const proxy_node *n, uint32_t e, bool up, const kvn_stats *s) {
     char role[2] = {role_of(n, e), 0};
