@@ -98,7 +98,7 @@ for spec in "err_early_return::INV-LIVE:2" "empty_pull_completion:--workload loa
   [ -n "$line" ] || fail "sweep --bug $bug printed no reproduce line: $(tail -5 out.txt)"
   case "$line" in *"--bug $bug"*) ;; *) fail "the reproduce line leaves out --bug $bug: $line" ;; esac
   [ -z "$extra" ] || case "$line" in *"$extra"*) ;; *) fail "the reproduce line leaves out $extra: $line" ;; esac
-  [ "$(python3 -c "import json,sys; print(json.load(sys.stdin)['reproduce'])" < <("$K" sweep --seeds 1..50 --bug "$bug" $extra --stop --json))" = "$line" ] \
+  [ "$(python3 -c "import json,sys; print(json.load(sys.stdin)['first_violation']['reproduce'])" < <("$K" sweep --seeds 1..50 --bug "$bug" $extra --stop --json))" = "$line" ] \
     || fail "--json's reproduce differs from the table's"
   bash -c "$line" > pasted.txt 2>&1; rc=$?
   [ "$rc" = "$code" ] || fail "'$line' exited $rc, want $code"
