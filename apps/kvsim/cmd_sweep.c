@@ -162,8 +162,9 @@ static void json_first(kv_json *j, const sim_sweep *s, const kvsim_opts *o) {
     kv_json_ku64(j, "event", r->event);
     kv_json_ku64(j, "at_ns", r->at_ns);
     kv_json_kstr(j, "actor", r->actor_name);
-    kv_json_ki64(j, "engine", (int64_t)r->engine);
-    kv_json_ki64(j, "request", (int64_t)r->req);
+    /* as the table prints them: UINT32_MAX (none) reads -1 */
+    kv_json_ki64(j, "engine", (int64_t)(int32_t)r->engine);
+    kv_json_ki64(j, "request", (int64_t)(int32_t)r->req);
     kv_json_kstr(j, "reproduce", c.s);
     kv_json_end(j);
 }
