@@ -17,6 +17,9 @@ typedef struct parser {
     size_t len, at;
 } parser;
 
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
 static int fail(parser *p, const char *fmt, ...) {
     if (p->d->err[0]) return -1;
     va_list ap;
