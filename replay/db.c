@@ -915,6 +915,34 @@ kv_status replay_db_each_run(replay_db *db, void (*fn)(void *ctx, const replay_r
     return rc == SQLITE_DONE ? KV_OK : sql_fail(db, rc, "listing runs", err);
 }
 
+kv_status replay_db_case_runs(replay_db *db, int64_t id,
+                              void (*fn)(void *ctx, const replay_case_run *r), void *ctx,
+                              replay_err *err) {
+    sqlite3_stmt *st;
+    kv_status s = prepare(db,
+                          "SELECT coalesce(run_id, 0), count(*), min(seen_at), max(seen_at),"
+                          " count(seed), min(seed) FROM hits WHERE case_id = ?"
+                          " GROUP BY run_id ORDER BY run_id",
+                          &st, err);
+    if (s != KV_OK)
+        return s;
+    sqlite3_bind_int64(st, 1, id);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        replay_case_run r = {
+            .run = sqlite3_column_int64(st, 0),
+            .hits = sqlite3_column_int64(st, 1),
+            .first_at = sqlite3_column_int64(st, 2),
+            .last_at = sqlite3_column_int64(st, 3),
+            .have_seed = sqlite3_column_int64(st, 4) > 0,
+            .first_seed = (uint64_t)sqlite3_column_int64(st, 5),
+        };
+        fn(ctx, &r);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? KV_OK : sql_fail(db, rc, "listing a case's runs", err);
+}
+
 kv_status replay_db_check(replay_db *db, replay_err *err) {
     sqlite3_stmt *st;
     kv_status s = prepare(db, "PRAGMA quick_check", &st, err);

@@ -211,6 +211,18 @@ typedef struct replay_run_info {
 kv_status replay_db_each_run(replay_db *db, void (*fn)(void *ctx, const replay_run_info *r),
                              void *ctx, replay_err *err);
 
+/* The runs that recorded hits of one case, ascending by run id: per run the
+ * number of hits, the first and last time (unix s) and the smallest seed
+ * (sweep hits; have_seed false when none had one). run 0: hits without a run. */
+typedef struct replay_case_run {
+    int64_t run, hits, first_at, last_at;
+    bool have_seed;
+    uint64_t first_seed;
+} replay_case_run;
+kv_status replay_db_case_runs(replay_db *db, int64_t id,
+                              void (*fn)(void *ctx, const replay_case_run *r), void *ctx,
+                              replay_err *err);
+
 /* PRAGMA quick_check: REPLAY_E_CORRUPT with its first message unless ok. */
 kv_status replay_db_check(replay_db *db, replay_err *err);
 

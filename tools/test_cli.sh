@@ -33,7 +33,7 @@ usage_err() { # WHAT WORD CMD...: exit 4, stderr names WORD
 }
 
 # ---- --help and --version ----------------------------------------------------------------------
-for c in "" run sweep gen replay shrink db selftest; do
+for c in "" run sweep gen replay shrink db selftest report; do
   expect_rc 0 "kvsim $c --help" "$K" $c --help
   [ -s out.txt ] && [ ! -s err.txt ] || fail "kvsim $c --help: not on stdout"
   grep -q "kvsim ${c:-run}" out.txt || fail "kvsim $c --help: $(head -3 out.txt)"
@@ -81,6 +81,9 @@ usage_err "bad --bug" "'nonesuch'" "$K" run --seed 1 --bug nonesuch
 usage_err "db list --mark-fixed" "--mark-fixed" "$K" db --db x.db list --mark-fixed
 usage_err "replay --seed" "--seed" "$K" replay x.kvs --seed 3
 usage_err "replay two inputs" "'b.kvs'" "$K" replay a.kvs b.kvs
+usage_err "report --seeds" "--seeds" "$K" report --seeds 1..2 -o x.html
+usage_err "report without -o" "-o" "$K" report --db x.db
+usage_err "report --sweep and --db" "--db" "$K" report --sweep a.json --db x.db -o x.html
 usage_err "kvdemo argument" "'--seed'" "$D" --seed 1
 usage_err "kvnode bad seed" "'-1'" "$N" --role proxy --seed -1
 usage_err "kvnode unknown option" "'--frob'" "$N" --frob
@@ -98,7 +101,7 @@ for spec in "err_early_return::INV-LIVE:2" "empty_pull_completion:--workload loa
   [ -n "$line" ] || fail "sweep --bug $bug printed no reproduce line: $(tail -5 out.txt)"
   case "$line" in *"--bug $bug"*) ;; *) fail "the reproduce line leaves out --bug $bug: $line" ;; esac
   [ -z "$extra" ] || case "$line" in *"$extra"*) ;; *) fail "the reproduce line leaves out $extra: $line" ;; esac
-  [ "$(python3 -c "import json,sys; print(json.load(sys.stdin)['reproduce'])" < <("$K" sweep --seeds 1..50 --bug "$bug" $extra --stop --json))" = "$line" ] \
+  [ "$(python3 -c "import json,sys; print(json.load(sys.stdin)['first_violation']['reproduce'])" < <("$K" sweep --seeds 1..50 --bug "$bug" $extra --stop --json))" = "$line" ] \
     || fail "--json's reproduce differs from the table's"
   bash -c "$line" > pasted.txt 2>&1; rc=$?
   [ "$rc" = "$code" ] || fail "'$line' exited $rc, want $code"

@@ -14,17 +14,17 @@ fail() { echo "kvsim cli: FAILED — $*" >&2; exit 1; }
 field() { python3 -c "import json,sys; d=json.load(sys.stdin); print(d$1)"; }
 
 j=$($K sweep --seeds 1..20000 --jobs 2 --json) || fail "clean sweep exited $?"
-[ "$(echo "$j" | field "['violations']")" = 0 ] || fail "clean sweep found violations: $j"
-[ "$(echo "$j" | field "['runs']")" = 20000 ] || fail "clean sweep ran $(echo "$j" | field "['runs']") seeds"
-echo "  20000 seeds, switches off: 0 violations ($(echo "$j" | field "['events_per_s']") events/s on 2 jobs)"
+[ "$(echo "$j" | field "['totals']['violations']")" = 0 ] || fail "clean sweep found violations: $j"
+[ "$(echo "$j" | field "['totals']['runs']")" = 20000 ] || fail "clean sweep ran $(echo "$j" | field "['totals']['runs']") seeds"
+echo "  20000 seeds, switches off: 0 violations ($(echo "$j" | field "['totals']['events_per_s']") events/s on 2 jobs)"
 
 for spec in err_early_return:INV-LIVE:2 recv_map_race:INV-OWNER:1 empty_pull_completion:SCHED-ASSERT:1 \
             store_empty_block_table:INV-SAVE:1 store_rejected_load_save:INV-SAVE:1; do
   IFS=: read -r bug inv code <<<"$spec"
   j=$($K sweep --seeds 1..10000 --bug "$bug" --stop --json); rc=$?
-  seed=$(echo "$j" | field "['first_violation_seed']")
+  seed=$(echo "$j" | field "['first_violation']['seed']" 2>/dev/null) || seed=None
   [ "$seed" != None ] || fail "$bug not found in 10000 seeds"
-  [ "$(echo "$j" | field "['by_invariant']['$inv']['violations']")" -ge 1 ] || fail "$bug found as another invariant: $j"
+  [ "$(echo "$j" | field "['invariants']['$inv']['violations']")" -ge 1 ] || fail "$bug found as another invariant: $j"
   [ "$rc" = "$code" ] || fail "$bug sweep exit $rc, want $code"
   $K run --seed "$seed" --bug "$bug" > "$tmp/run.txt"; rc=$?
   [ "$rc" = "$code" ] || fail "$bug run --seed $seed exit $rc, want $code"
@@ -44,12 +44,12 @@ $K sweep --seeds 5..1 2>/dev/null; [ $? = 4 ] || fail "bad --seeds is not a usag
 $K frobnicate 2>/dev/null; [ $? = 4 ] || fail "unknown command is not a usage error"
 # the serving workload of the lifecycle benchmark: clean, every request ok
 j=$($K sweep --workload steady --seeds 1..20 --json) || fail "steady sweep exit $?"
-echo "$j" | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['violations']==0 and d['requests']==20*256, d" \
+echo "$j" | python3 -c "import json,sys; d=json.load(sys.stdin); t=d['totals']; assert t['violations']==0 and t['requests']==20*256, d" \
   || fail "steady sweep: $j"
 $K run --seed 3 --workload steady | grep -q "256 ok / 0 error / 0 aborted" || fail "steady seed 3 is not all ok"
 # the overload workload: clean; a finding's reproduce line names the workload and reproduces it
 j=$($K sweep --workload load --seeds 1..2000 --jobs 2 --json) || fail "load sweep exit $?"
-echo "$j" | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['violations']==0 and d['runs']==2000 and d['requests']>=2000*64, d" \
+echo "$j" | python3 -c "import json,sys; d=json.load(sys.stdin); t=d['totals']; assert t['violations']==0 and t['runs']==2000 and t['requests']>=2000*64, d" \
   || fail "load sweep: $j"
 line=$($K sweep --workload load --seeds 1..50 --bug empty_pull_completion --stop | sed -n 's/^reproduce: //p')
 case "$line" in *"--workload load"*"--bug empty_pull_completion"*) ;; *) fail "load finding's reproduce line does not name the workload and the switch: $line" ;; esac

@@ -40,6 +40,10 @@ void kv_cli_version(FILE *out, const char *tool) {
 #endif
 }
 
+kv_cli_build kv_cli_build_info(void) {
+    return (kv_cli_build){.version = KVCONN_VERSION, .commit = KVCONN_GIT_COMMIT, .build = KVCONN_BUILD_DESC};
+}
+
 int kv_cli_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
     if (!s || !*s)
         return -1;

@@ -13,6 +13,13 @@
  * configured at, the build type and the bug switches compiled in. */
 void kv_cli_version(FILE *out, const char *tool);
 
+/* The same facts as fields, for documents that must say which build wrote
+ * them (kvsim sweep --json): static strings, "unknown" when not set. */
+typedef struct kv_cli_build {
+    const char *version, *commit, *build;
+} kv_cli_build;
+kv_cli_build kv_cli_build_info(void);
+
 /* A decimal number in lo..hi: digits only (no sign, no blanks, no 0x),
  * no overflow. 0 ok, -1 otherwise. */
 int kv_cli_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);

@@ -19,6 +19,7 @@
 #include "sim/sweep.h"
 #include "replay/db.h"
 #include "replay/finding.h"
+#include "util/json.h"
 
 /* The progress bar: on stderr, only when stderr is a terminal and stdout is
  * not JSON; one line redrawn in place (done/total, rate, ETA, violations so
@@ -78,16 +79,6 @@ static void reproduce(const kvsim_opts *o, uint64_t seed, kv_cmdline *c) {
     }
 }
 
-static void json_string(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') putchar('\\');
-        if ((unsigned char)*s < 0x20) printf("\\u%04x", (unsigned)(unsigned char)*s);
-        else putchar(*s);
-    }
-    putchar('"');
-}
-
 static void sweep_table(const sim_sweep *s, double secs, const kvsim_opts *o) {
     const char *workload = o->workload;
     if (workload) printf("workload %s\n", workload);
@@ -125,28 +116,131 @@ static void sweep_table(const sim_sweep *s, double secs, const kvsim_opts *o) {
     }
 }
 
-static void sweep_json(const sim_sweep *s, double secs, const kvsim_opts *o) {
-    printf("{\"runs\":%" PRIu64 ",\"violations\":%" PRIu64 ",\"sim_errors\":%" PRIu64 ",\"wall_s\":%.3f,"
-           "\"events\":%" PRIu64 ",\"events_per_s\":%.0f,\"requests\":%" PRIu64 ",\"requests_per_s\":%.0f,"
-           "\"store_saves\":%" PRIu64 ",\"store_loads\":%" PRIu64 ",\"rejected_loads\":%" PRIu64
-           ",\"turned_away\":%" PRIu64 ",\"by_invariant\":{",
-           s->runs, s->violations, s->sim_errors, secs, s->events, (double)s->events / secs, s->requests,
-           (double)s->requests / secs, s->store_saves, s->store_loads, s->rejected_loads, s->turned_away);
-    for (uint32_t i = 0; i < KV_INV_COUNT; i++)
-        printf("%s\"%s\":{\"violations\":%" PRIu64 ",\"armed\":%" PRIu64 "}", i ? "," : "", kv_inv_name((kv_inv)i),
-               s->by_inv[i], s->armed[i]);
-    printf("},\"reach\":{");
-    for (uint32_t k = 0; k < SIM_R_COUNT; k++) printf("%s\"%s\":%" PRIu64, k ? "," : "", sim_reach_name(k), s->reach[k]);
-    printf("},\"first_violation_seed\":");
-    if (s->first_violation_seed == UINT64_MAX) {
-        printf("null,\"reproduce\":null");
-    } else {
-        kv_cmdline c;
-        reproduce(o, s->first_violation_seed, &c);
-        printf("%" PRIu64 ",\"reproduce\":", s->first_violation_seed);
-        json_string(c.s);
+/* --json: one kvconn.sweep document (docs/sweep-json.md). It names the
+ * build and the parameters that made it, so shard outputs from several
+ * machines can be checked against each other and combined (kvsim report). */
+static void json_params(kv_json *j, const kvsim_opts *o) {
+    kv_json_kobj(j, "params");
+    kv_json_kstr(j, "workload", o->workload ? o->workload : "faults");
+    kv_json_ku64(j, "first_seed", o->from);
+    kv_json_ku64(j, "last_seed", o->to);
+    kv_json_karr(j, "bugs");
+    for (uint32_t b = 1; b; b <<= 1)
+        if ((o->bugs & b) && strcmp(kv_bug_name(b), "?")) kv_json_str(j, kv_bug_name(b));
+    kv_json_end(j);
+    kv_json_kstr(j, "kvmem", o->staged ? "staged" : "host");
+    kv_json_ku64(j, "shard_i", o->shard_i);
+    kv_json_ku64(j, "shard_n", o->shard_n);
+    kv_json_ku64(j, "jobs", o->jobs);
+    kv_json_kbool(j, "stop", o->stop);
+    kv_json_end(j);
+}
+
+static void json_totals(kv_json *j, const sim_sweep *s, double secs) {
+    kv_json_kobj(j, "totals");
+    kv_json_ku64(j, "runs", s->runs);
+    kv_json_ku64(j, "violations", s->violations);
+    kv_json_ku64(j, "sim_errors", s->sim_errors);
+    kv_json_kf64(j, "wall_s", secs, 3);
+    kv_json_ku64(j, "events", s->events);
+    kv_json_kf64(j, "events_per_s", (double)s->events / secs, 0);
+    kv_json_ku64(j, "requests", s->requests);
+    kv_json_kf64(j, "requests_per_s", (double)s->requests / secs, 0);
+    kv_json_ku64(j, "store_saves", s->store_saves);
+    kv_json_ku64(j, "store_loads", s->store_loads);
+    kv_json_ku64(j, "rejected_loads", s->rejected_loads);
+    kv_json_ku64(j, "turned_away", s->turned_away);
+    kv_json_end(j);
+}
+
+/* The fault kind x request phase table as the text table prints it: the
+ * column names once, then one named row per fault kind. */
+static void json_fault_phase(kv_json *j, const sim_sweep *s) {
+    kv_json_kobj(j, "fault_phase");
+    kv_json_karr(j, "phases");
+    for (uint32_t p = 0; p < KV_PH_COUNT; p++) kv_json_str(j, kv_phase_name((kv_phase)p));
+    kv_json_end(j);
+    kv_json_karr(j, "rows");
+    for (uint32_t k = 1; k < SIM_F_KIND_COUNT; k++) {
+        kv_json_nl(j);
+        kv_json_obj(j);
+        kv_json_kstr(j, "kind", sim_fault_name(k));
+        kv_json_karr(j, "counts");
+        for (uint32_t p = 0; p < KV_PH_COUNT; p++) kv_json_u64(j, s->fault_phase[k][p]);
+        kv_json_end(j);
+        kv_json_end(j);
     }
-    printf("}\n");
+    kv_json_end(j);
+    kv_json_end(j);
+}
+
+static void json_first(kv_json *j, const sim_sweep *s, const kvsim_opts *o) {
+    kv_json_key(j, "first_violation");
+    if (s->first_violation_seed == UINT64_MAX) {
+        kv_json_null(j);
+        return;
+    }
+    const sim_result *r = &s->first;
+    kv_cmdline c;
+    reproduce(o, s->first_violation_seed, &c);
+    kv_json_obj(j);
+    kv_json_ku64(j, "seed", s->first_violation_seed);
+    kv_json_kstr(j, "invariant", kv_inv_name(r->inv));
+    kv_json_kstr(j, "detail", r->detail);
+    kv_json_ku64(j, "event", r->event);
+    kv_json_ku64(j, "at_ns", r->at_ns);
+    kv_json_kstr(j, "actor", r->actor_name);
+    /* as the table prints them: UINT32_MAX (none) reads -1 */
+    kv_json_ki64(j, "engine", (int64_t)(int32_t)r->engine);
+    kv_json_ki64(j, "request", (int64_t)(int32_t)r->req);
+    kv_json_kstr(j, "reproduce", c.s);
+    kv_json_end(j);
+}
+
+static int sweep_json(const sim_sweep *s, double secs, const kvsim_opts *o) {
+    kv_json j;
+    kv_cli_build b = kv_cli_build_info();
+    kv_json_init(&j, stdout);
+    kv_json_obj(&j);
+    kv_json_kstr(&j, "schema", "kvconn.sweep");
+    kv_json_ku64(&j, "schema_version", 1);
+    kv_json_kobj(&j, "kvsim");
+    kv_json_kstr(&j, "version", b.version);
+    kv_json_kstr(&j, "commit", b.commit);
+    kv_json_kstr(&j, "build", b.build);
+    kv_json_end(&j);
+    kv_json_nl(&j);
+    json_params(&j, o);
+    kv_json_nl(&j);
+    json_totals(&j, s, secs);
+    kv_json_nl(&j);
+    kv_json_kobj(&j, "invariants");
+    for (uint32_t i = 0; i < KV_INV_COUNT; i++) {
+        kv_json_kobj(&j, kv_inv_name((kv_inv)i));
+        kv_json_ku64(&j, "violations", s->by_inv[i]);
+        kv_json_ku64(&j, "armed", s->armed[i]);
+        kv_json_key(&j, "first_seed");
+        if (s->by_inv[i]) kv_json_u64(&j, s->first_seed[i]);
+        else kv_json_null(&j);
+        kv_json_end(&j);
+    }
+    kv_json_end(&j);
+    kv_json_nl(&j);
+    kv_json_kobj(&j, "connectors");
+    for (uint32_t k = 1; k < KV_CONN_KIND_COUNT; k++) kv_json_ku64(&j, kv_conn_kind_name(k), s->conn_runs[k]);
+    kv_json_end(&j);
+    kv_json_nl(&j);
+    json_fault_phase(&j, s);
+    kv_json_nl(&j);
+    kv_json_kobj(&j, "reach");
+    for (uint32_t k = 0; k < SIM_R_COUNT; k++) kv_json_ku64(&j, sim_reach_name(k), s->reach[k]);
+    kv_json_end(&j);
+    kv_json_nl(&j);
+    json_first(&j, s, o);
+    kv_json_end(&j);
+    fputc('\n', stdout);
+    if (kv_json_done(&j)) return fprintf(stderr, "kvsim sweep: --json: cannot write the document\n"), EXIT_BAD_INPUT;
+    return EXIT_CLEAN;
 }
 
 /* --db FILE: every violation recorded as it happens, one transaction each,
@@ -405,8 +499,8 @@ static int cmd_sweep(int argc, char **argv) {
     double secs = kvsim_wall_s() - pc.t0;
     if (st != KV_OK) return fprintf(stderr, "kvsim sweep: %s\n", kv_status_str(st)), EXIT_BAD_INPUT;
     if (secs <= 0) secs = 1e-9;
-    if (o.json) sweep_json(&s, secs, &o);
-    else sweep_table(&s, secs, &o);
+    if (o.json && (rc = sweep_json(&s, secs, &o))) return rc;
+    if (!o.json) sweep_table(&s, secs, &o);
     if (sink.path && (rc = sink_run(&sink, argc, argv, false, s.runs, o.json))) return rc;
     if (sink.failed) return fprintf(stderr, "kvsim sweep: some findings were not recorded in %s\n", sink.path), EXIT_DB_READONLY;
     if (s.first_violation_seed != UINT64_MAX) return kvsim_verdict_code(&s.first);
@@ -421,12 +515,13 @@ const kvsim_cmd kvsim_cmd_sweep = {
     "  --workload: faults (the default: random topologies, connectors and fault\n"
     "  plans), steady (P/D serving traffic without faults) or load (overload:\n"
     "  64-256 requests with up to 32 faults; sim/gen.h)\n"
-    "  (or one JSON object with --json; --hashes prints each seed's trace hash).\n"
+    "  (or one kvconn.sweep JSON document with --json, docs/sweep-json.md;\n"
+    "  --hashes prints each seed's trace hash).\n"
     "  --db FILE records every violation in the findings database FILE as it is\n"
     "  found (one transaction each, deduplicated by signature; see kvsim db).\n"
     "  --kvmem staged: every worker keeps its KV apart from the memory the\n"
     "  transport uses, as device memory with a pinned mirror would (core/kvmem.h);\n"
     "  the trace hashes must equal those of host memory (the default).\n"
     "  A violation prints the one command that reproduces the first violating\n"
-    "  seed ('reproduce: ...'; \"reproduce\" in the JSON).\n",
+    "  seed ('reproduce: ...'; first_violation.reproduce in the JSON).\n",
     cmd_sweep};

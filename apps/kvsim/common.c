@@ -55,6 +55,7 @@ static const struct option all_opts[] = {
     {"fuzz-seconds", required_argument, NULL, KO_FUZZ_SECONDS},
     {"fuzz-seed", required_argument, NULL, KO_FUZZ_SEED},
     {"keep", no_argument, NULL, KO_KEEP},
+    {"sweep", required_argument, NULL, KO_SWEEP},
     {NULL, 0, NULL, 0},
 };
 

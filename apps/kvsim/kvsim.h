@@ -27,6 +27,7 @@ typedef struct kvsim_cmd {
 extern const kvsim_cmd kvsim_cmd_run, kvsim_cmd_sweep, kvsim_cmd_gen;
 extern const kvsim_cmd kvsim_cmd_replay, kvsim_cmd_shrink, kvsim_cmd_db;
 extern const kvsim_cmd kvsim_cmd_selftest; /* cmd_selftest.c: the harness proves itself */
+extern const kvsim_cmd kvsim_cmd_report;   /* cmd_report.c: one HTML page of a sweep or a database */
 
 /* Every option kvsim knows, by id; each command accepts its own subset
  * and names any other as not applying to it. --help (-h) and --version go
@@ -39,7 +40,7 @@ typedef enum kvsim_opt_id {
     KO_TRACE, KO_TRACE_JSON, KO_TRACE_HASH, KO_HASHES, KO_JSON, KO_STOP, KO_DB,
     KO_MIN, KO_FUZZ, KO_QUIET, KO_MAX_RUNS, KO_NO_BLAME, KO_NO_STORE,
     KO_RUNS, KO_MARK_FIXED, KO_REHASH, KO_ORIGINAL, KO_CORPUS,
-    KO_FUZZER, KO_BUGS, KO_BUDGET_SEEDS, KO_FUZZ_SECONDS, KO_FUZZ_SEED, KO_KEEP,
+    KO_FUZZER, KO_BUGS, KO_BUDGET_SEEDS, KO_FUZZ_SECONDS, KO_FUZZ_SEED, KO_KEEP, KO_SWEEP,
     KO_VERSION, /* last: the long-only ids KO_SEED..KO_VERSION fit a 64-bit set */
 } kvsim_opt_id;
 

@@ -20,6 +20,7 @@ static const kvsim_cmd *const commands[] = {
     &kvsim_cmd_shrink,
     &kvsim_cmd_db,
     &kvsim_cmd_selftest,
+    &kvsim_cmd_report,
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 
