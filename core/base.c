@@ -199,6 +199,18 @@ void kv_conn_output_clear(kv_conn_output *o) {
     o->invalid_blocks.n = 0;
 }
 
+bool kv_msg_remote_ok(uint32_t kind, uint32_t len) {
+    switch (kind) {
+    case KV_M_ADD_REQ: return len == sizeof(kv_req_spec);
+    case KV_M_ABORT: return len == sizeof(kv_m_abort);
+    case KV_M_REQ_DONE: return len == sizeof(kv_m_req_done);
+    case KV_M_BOOT_REG: return len == sizeof(kv_wire_boot);
+    case KV_M_BOOT_QUERY: return len == sizeof(kv_m_boot_query);
+    case KV_M_BOOT_REPLY: return len == sizeof(kv_wire_boot);
+    default: return false;
+    }
+}
+
 const char *kv_msg_kind_name(uint32_t kind) {
     static const char *const names[] = {
         [KV_M_ADD_REQ] = "ADD_REQ",

@@ -7,6 +7,7 @@
 #ifndef KVCONN_CORE_MSGS_H
 #define KVCONN_CORE_MSGS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/kv_data.h"
@@ -61,6 +62,15 @@ enum kv_msg_kind {
     KV_M_PROXY_ENGINE_DOWN,
     KV_M_PROXY_ENGINE_UP,
 };
+
+/* Whether a message of `kind` with a payload of `len` bytes may arrive from
+ * another process (the production bridge): only the kinds that cross a node
+ * boundary (client requests and aborts, REQ_DONE, the bootstrap service's),
+ * each at exactly its payload's size. Everything else is the core's own
+ * traffic inside one process and is refused from outside, whatever it says.
+ * The bridge applies it before a post reaches a mailbox, so no handler reads
+ * a payload shorter than its struct. */
+bool kv_msg_remote_ok(uint32_t kind, uint32_t len);
 
 /* "ADD_REQ", "P2P_RECV_DONE", "TRANSPORT_EVENT"...; never NULL. */
 const char *kv_msg_kind_name(uint32_t kind);

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/msgs.h"
 #include "transport/posix/net.h"
 #include "transport/posix/posix_env.h"
 #include "transport/posix/thread_rt.h"
@@ -362,6 +363,96 @@ Test(thread_rt, bridge_posts_between_processes) {
     cr_assert_eq(kv_rt_post(kvp_rt_iface(rt), echo, 12, "y", 2), KV_ECONNRESET);
     kvp_rt_counters_get(rt, &c);
     cr_assert_eq(c.link_losses, 1);
+}
+
+/* ---- the remote filter: every kind at every short length and one byte too long ---------- */
+
+typedef struct count_actor {
+    _Atomic uint32_t n;
+    uint32_t kind[16], len[16]; /* what got through, in order */
+} count_actor;
+
+static void count_fn(void *self, const kv_msg *m) {
+    count_actor *c = self;
+    uint32_t i = atomic_load(&c->n);
+    if (i < 16) c->kind[i] = m->kind, c->len[i] = m->len;
+    atomic_store(&c->n, i + 1);
+}
+
+static bool core_filter(void *ctx, uint32_t kind, uint32_t len) {
+    (void)ctx;
+    return kv_msg_remote_ok(kind, len);
+}
+
+static void post_retrying(kvp_rt *from, uint32_t to, uint32_t kind, const void *p, uint32_t len) {
+    kv_status st;
+    for (int i = 0; (st = kv_rt_post(kvp_rt_iface(from), to, kind, p, len)) == KV_EFULL && i < 100000; i++) nap_us(50);
+    cr_assert_eq(st, KV_OK, "post kind %u len %u: %s", kind, len, kv_status_str(st));
+}
+
+Test(thread_rt, bridge_refuses_posts_of_other_kinds_and_sizes) {
+    static const struct {
+        uint32_t kind, size;
+    } ok_kinds[] = {
+        {KV_M_ADD_REQ, sizeof(kv_req_spec)},     {KV_M_ABORT, sizeof(kv_m_abort)},
+        {KV_M_REQ_DONE, sizeof(kv_m_req_done)},  {KV_M_BOOT_REG, sizeof(kv_wire_boot)},
+        {KV_M_BOOT_QUERY, sizeof(kv_m_boot_query)}, {KV_M_BOOT_REPLY, sizeof(kv_wire_boot)},
+    };
+    static uint8_t junk[1024];
+    memset(junk, 0xa5, sizeof junk);
+    kvp_rt *b;
+    kvp_rt_cfg rc = {.proc = 2, .abi = 0xabc};
+    cr_assert_eq(kvp_rt_new(&pe.env, &rc, &b), KV_OK);
+    kvp_rt_set_remote_filter(rt, core_filter, NULL);
+    static count_actor ca;
+    memset(&ca, 0, sizeof ca);
+    uint32_t sink = 0;
+    cr_assert_eq(kv_rt_spawn(kvp_rt_iface(rt), "a.count", 0, count_fn, &ca, 1u << 20, &sink), KV_OK);
+    uint16_t port = 0;
+    cr_assert_eq(kvp_rt_listen(rt, "127.0.0.1", 0, &port), KV_OK);
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%u", port);
+    uint32_t proc = 0;
+    cr_assert_eq(kvp_rt_dial(b, addr, WAIT_NS, &proc), KV_OK);
+    cr_assert_eq(kvp_rt_start(rt), KV_OK);
+    cr_assert_eq(kvp_rt_start(b), KV_OK);
+    cr_assert_eq(kvp_rt_lookup(b, "a.count", WAIT_NS, &sink), KV_OK);
+    uint64_t posted = 0, want = 0;
+    /* the kinds that may cross: every length from 0 to one byte too long */
+    for (size_t k = 0; k < sizeof ok_kinds / sizeof ok_kinds[0]; k++) {
+        cr_assert_leq(ok_kinds[k].size + 1, sizeof junk);
+        for (uint32_t len = 0; len <= ok_kinds[k].size + 1; len++, posted++)
+            post_retrying(b, sink, ok_kinds[k].kind, junk, len);
+        want++;
+    }
+    /* every other kind of the core (and ones that are none), at the sizes
+     * that would pass for a crossing kind: refused whatever the length */
+    for (uint32_t kind = 0; kind <= KV_M_PROXY_ENGINE_UP + 1; kind++) {
+        bool crosses = false;
+        for (size_t k = 0; k < sizeof ok_kinds / sizeof ok_kinds[0]; k++) crosses |= ok_kinds[k].kind == kind;
+        if (crosses) continue;
+        static const uint32_t lens[] = {0, 4, 8, 24, sizeof(kv_req_spec)};
+        for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++, posted++) post_retrying(b, sink, kind, junk, lens[i]);
+    }
+    post_retrying(b, sink, KVT_MSG_EVENT, junk, 16), posted++;
+    post_retrying(b, sink, 0xffffffffu, junk, 4), posted++;
+    /* and an honest one after all that: the link still carries it */
+    kv_m_abort a = {.id = 42};
+    post_retrying(b, sink, KV_M_ABORT, &a, sizeof a), posted++, want++;
+    WAIT_UNTIL(atomic_load(&ca.n) == want);
+    kvp_rt_counters c;
+    WAIT_UNTIL((kvp_rt_counters_get(rt, &c), c.bridge_in + c.bridge_refused == posted));
+    cr_assert_eq(c.bridge_in, want, "delivered %llu, want %llu", (unsigned long long)c.bridge_in, (unsigned long long)want);
+    cr_assert_eq(c.bridge_refused, posted - want);
+    cr_assert_eq(kvp_rt_call(rt, sink, nothing, NULL), KV_OK);
+    cr_assert_eq(atomic_load(&ca.n), want);
+    for (size_t k = 0; k < sizeof ok_kinds / sizeof ok_kinds[0]; k++) {
+        cr_assert_eq(ca.kind[k], ok_kinds[k].kind);
+        cr_assert_eq(ca.len[k], ok_kinds[k].size, "kind %u got through at %u bytes", ca.kind[k], ca.len[k]);
+    }
+    cr_assert_eq(ca.kind[want - 1], KV_M_ABORT);
+    cr_assert(kvp_rt_link_up(rt, 2), "refusals do not close the link");
+    kvp_rt_free(b);
 }
 
 Test(thread_rt, bridge_refuses_other_build) {

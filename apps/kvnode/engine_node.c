@@ -180,6 +180,7 @@ int kvn_run_engine(const kvn_opts *o) {
     if (kvp_rt_new(&n.pe.env, &rc, &n.rt) != KV_OK) return EXIT_SIM;
     kvp_env_set_namer(&n.pe, namer, n.rt);
     kvp_rt_set_waiting(n.rt, kvn_say_waiting, tag);
+    kvp_rt_set_remote_filter(n.rt, kvn_remote_ok, NULL);
     atomic_init(&n.shutdown, false);
     kv_status st = build(&n, o);
     if (st != KV_OK) {

@@ -100,6 +100,10 @@ void kvn_stats_line(const kvn_stats *s, char *out, size_t cap);
 /* The runtime's waiting hook (kvp_rt_set_waiting): "[TAG] waiting N s of M s
  * for WHAT" on stderr, once a second; ctx is the tag (a string). */
 void kvn_say_waiting(void *ctx, const char *what, uint64_t waited_ms, uint64_t limit_ms);
+/* The bridge's remote filter (kvp_rt_set_remote_filter) for every kvnode
+ * process: the core's cross-process kinds (kv_msg_remote_ok) and kvnode's
+ * admin kinds, each at its exact size. */
+bool kvn_remote_ok(void *ctx, uint32_t kind, uint32_t len);
 
 int kvn_run_engine(const kvn_opts *o);
 int kvn_run_proxy(const kvn_opts *o);

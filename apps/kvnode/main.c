@@ -18,6 +18,16 @@ uint32_t kvn_abi(void) {
     return h;
 }
 
+bool kvn_remote_ok(void *ctx, uint32_t kind, uint32_t len) {
+    (void)ctx;
+    switch (kind) {
+    case KVN_M_STATS_REQ:
+    case KVN_M_SHUTDOWN: return len == sizeof(uint32_t);
+    case KVN_M_STATS: return len == sizeof(kvn_stats);
+    default: return kv_msg_remote_ok(kind, len);
+    }
+}
+
 void kvn_say_waiting(void *ctx, const char *what, uint64_t waited_ms, uint64_t limit_ms) {
     fprintf(stderr, "[%s] waiting for %s: %.0f s (gives up at %.0f s)\n", (const char *)ctx, what,
             (double)waited_ms / 1000.0, (double)limit_ms / 1000.0);

@@ -487,6 +487,7 @@ int kvn_run_proxy(const kvn_opts *o) {
     if (kvp_rt_new(&n.pe.env, &rc, &n.rt) != KV_OK) return EXIT_SIM;
     kvp_env_set_namer(&n.pe, namer, n.rt);
     kvp_rt_set_waiting(n.rt, kvn_say_waiting, (void *)"proxy");
+    kvp_rt_set_remote_filter(n.rt, kvn_remote_ok, NULL);
     pthread_mutex_init(&n.mu, NULL);
     pthread_cond_init(&n.cv, NULL);
     n.n_p = o->prefills;

@@ -219,6 +219,16 @@ static frame_res parse_one(kvp_rt *rt, uint32_t li) {
     case B_POST: {
         if (l->state != LINK_UP || n < BR_POST_HDR) return F_ERR;
         uint32_t to = get32(body), src = get32(body + 4), kind = get32(body + 8);
+        if (rt->remote_ok && !rt->remote_ok(rt->remote_ctx, kind, n - BR_POST_HDR)) {
+            atomic_fetch_add_explicit(&rt->c_refused, 1, memory_order_relaxed);
+            if (l->refused < 16 || l->refused % 1024 == 0)
+                kv_logf(rt->env, KV_LOG_WARN,
+                        "bridge: post kind %#x of %u bytes from process %u to actor %#x refused: not a message "
+                        "another process may send at that size (%llu refused on this link)",
+                        kind, n - BR_POST_HDR, l->proc, to, (unsigned long long)l->refused + 1);
+            l->refused++;
+            break;
+        }
         kv_status st = KVP_ACTOR_PROC(to) == rt->cfg.proc
                            ? kvp_mbox_push(rt, to, kind, src, body + BR_POST_HDR, n - BR_POST_HDR)
                            : KV_ENOENT;

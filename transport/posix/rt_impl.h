@@ -48,6 +48,7 @@ typedef struct kvp_link {
     uint8_t *rx;            /* [BR_RX_CAP]; owned */
     uint32_t rx_len, rx_off;
     bool rx_blocked;        /* a POST waits for mailbox room */
+    uint64_t refused;       /* POSTs the remote filter refused on this link */
 } kvp_link;
 
 typedef struct kvp_bridge {
@@ -69,6 +70,8 @@ struct kvp_rt {
     pthread_mutex_t mu;     /* serialises spawn and start */
     _Atomic uint32_t n_actors; /* published after the actor's fields are set */
     kvp_rt_waiting_fn waiting; /* kvp_rt_set_waiting; NULL: quiet */
+    kvp_rt_remote_fn remote_ok; /* kvp_rt_set_remote_filter; NULL: every post passes */
+    void *remote_ctx;
     void *waiting_ctx;
     bool started;
     kvp_actor actor[KVP_ACTORS_MAX];
@@ -90,7 +93,7 @@ struct kvp_rt {
     uint64_t world_gen;     /* bumps when a stop-the-world ends */
     pthread_mutex_t world_serial; /* one stop-the-world at a time */
     kvp_bridge br;
-    _Atomic uint64_t c_handled, c_full, c_unreachable, c_timer_retries, c_in, c_out, c_losses;
+    _Atomic uint64_t c_handled, c_full, c_unreachable, c_timer_retries, c_in, c_out, c_losses, c_refused;
 };
 
 /* Copies a message into a local actor's mailbox (KV_EFULL if no room). */

@@ -526,6 +526,11 @@ kv_status kvp_rt_stop_world(kvp_rt *rt, kvp_call_fn fn, void *arg) {
 
 /* ---- names ------------------------------------------------------------------------- */
 
+void kvp_rt_set_remote_filter(kvp_rt *rt, kvp_rt_remote_fn fn, void *ctx) {
+    rt->remote_ok = fn;
+    rt->remote_ctx = ctx;
+}
+
 void kvp_rt_set_waiting(kvp_rt *rt, kvp_rt_waiting_fn fn, void *ctx) {
     rt->waiting = fn;
     rt->waiting_ctx = ctx;
@@ -577,5 +582,5 @@ void kvp_rt_counters_get(kvp_rt *rt, kvp_rt_counters *out) {
         .handled = atomic_load(&rt->c_handled), .full = atomic_load(&rt->c_full),
         .unreachable = atomic_load(&rt->c_unreachable), .timer_retries = atomic_load(&rt->c_timer_retries),
         .bridge_in = atomic_load(&rt->c_in), .bridge_out = atomic_load(&rt->c_out),
-        .link_losses = atomic_load(&rt->c_losses)};
+        .link_losses = atomic_load(&rt->c_losses), .bridge_refused = atomic_load(&rt->c_refused)};
 }

@@ -64,6 +64,7 @@ typedef struct kvp_rt_counters {
     uint64_t timer_retries; /* due timers whose mailbox was full */
     uint64_t bridge_in, bridge_out; /* POST frames received / sent */
     uint64_t link_losses;
+    uint64_t bridge_refused;  /* POST frames the remote filter refused (kvp_rt_set_remote_filter) */
 } kvp_rt_counters;
 
 kv_status kvp_rt_new(const kv_env *env, const kvp_rt_cfg *cfg, kvp_rt **out);
@@ -112,6 +113,15 @@ kv_status kvp_rt_dial(kvp_rt *rt, const char *addr, uint64_t timeout_ns, uint32_
  * waited and when it gives up, so a node never sits silent. NULL: quiet. */
 typedef void (*kvp_rt_waiting_fn)(void *ctx, const char *what, uint64_t waited_ms, uint64_t limit_ms);
 void kvp_rt_set_waiting(kvp_rt *rt, kvp_rt_waiting_fn fn, void *ctx);
+
+/* Which posts another process may make: the bridge asks fn(ctx, kind, len)
+ * for every POST frame before it reaches a mailbox, and drops (and counts,
+ * and logs: the first 16 per link, then every 1024th) those it refuses, so
+ * no handler reads a payload of another size than it expects or a kind
+ * that never crosses processes. NULL (the default): every post passes. Set
+ * before the first link. */
+typedef bool (*kvp_rt_remote_fn)(void *ctx, uint32_t kind, uint32_t len);
+void kvp_rt_set_remote_filter(kvp_rt *rt, kvp_rt_remote_fn fn, void *ctx);
 /* Sends the directory of local actors on every link (links opened later get
  * it with the HELLO). Call after spawning what others must look up. */
 kv_status kvp_rt_publish(kvp_rt *rt);
