@@ -313,6 +313,17 @@ static void post_big(void *arg) {
 
 static void nothing(void *arg) { (void)arg; }
 
+/* rt listens on an ephemeral loopback port; b dials it. The dial's status
+ * (*proc: the process it reached). */
+static kv_status dial_rt(kvp_rt *b, uint64_t wait_ns, uint32_t *proc) {
+    uint16_t port = 0;
+    cr_assert_eq(kvp_rt_listen(rt, "127.0.0.1", 0, &port), KV_OK);
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%u", port);
+    return kvp_rt_dial(b, addr, wait_ns, proc);
+}
+
+
 Test(thread_rt, bridge_posts_between_processes) {
     kvp_rt *b;
     kvp_rt_cfg rc = {.proc = 2, .abi = 0xabc};
@@ -324,12 +335,8 @@ Test(thread_rt, bridge_posts_between_processes) {
     eb.rt = b;
     cr_assert_eq(kv_rt_spawn(kvp_rt_iface(rt), "a.sink", 0, echo_fn, &ea, 1u << 16, &ea.id), KV_OK);
     cr_assert_eq(kv_rt_spawn(kvp_rt_iface(b), "b.echo", 0, echo_fn, &eb, 1u << 16, &eb.id), KV_OK);
-    uint16_t port = 0;
-    cr_assert_eq(kvp_rt_listen(rt, "127.0.0.1", 0, &port), KV_OK);
-    char addr[32];
-    snprintf(addr, sizeof addr, "127.0.0.1:%u", port);
     uint32_t proc = 0;
-    cr_assert_eq(kvp_rt_dial(b, addr, WAIT_NS, &proc), KV_OK);
+    cr_assert_eq(dial_rt(b, WAIT_NS, &proc), KV_OK);
     cr_assert_eq(proc, 1u);
     cr_assert_eq(kvp_rt_start(rt), KV_OK);
     cr_assert_eq(kvp_rt_start(b), KV_OK);
@@ -408,12 +415,9 @@ Test(thread_rt, bridge_refuses_posts_of_other_kinds_and_sizes) {
     memset(&ca, 0, sizeof ca);
     uint32_t sink = 0;
     cr_assert_eq(kv_rt_spawn(kvp_rt_iface(rt), "a.count", 0, count_fn, &ca, 1u << 20, &sink), KV_OK);
-    uint16_t port = 0;
-    cr_assert_eq(kvp_rt_listen(rt, "127.0.0.1", 0, &port), KV_OK);
-    char addr[32];
-    snprintf(addr, sizeof addr, "127.0.0.1:%u", port);
     uint32_t proc = 0;
-    cr_assert_eq(kvp_rt_dial(b, addr, WAIT_NS, &proc), KV_OK);
+    cr_assert_eq(dial_rt(b, WAIT_NS, &proc), KV_OK);
+    cr_assert_eq(proc, 1u);
     cr_assert_eq(kvp_rt_start(rt), KV_OK);
     cr_assert_eq(kvp_rt_start(b), KV_OK);
     cr_assert_eq(kvp_rt_lookup(b, "a.count", WAIT_NS, &sink), KV_OK);
@@ -459,12 +463,8 @@ Test(thread_rt, bridge_refuses_other_build) {
     kvp_rt *b;
     kvp_rt_cfg rc = {.proc = 2, .abi = 0xdef}; /* a different ABI tag */
     cr_assert_eq(kvp_rt_new(&pe.env, &rc, &b), KV_OK);
-    uint16_t port = 0;
-    cr_assert_eq(kvp_rt_listen(rt, "127.0.0.1", 0, &port), KV_OK);
-    char addr[32];
-    snprintf(addr, sizeof addr, "127.0.0.1:%u", port);
     uint32_t proc = 0;
-    kv_status st = kvp_rt_dial(b, addr, 2000000000ull, &proc);
+    kv_status st = dial_rt(b, 2000000000ull, &proc);
     cr_assert_neq(st, KV_OK, "a link between different builds must be refused");
     cr_assert(!kvp_rt_link_up(rt, 2));
     kvp_rt_free(b);

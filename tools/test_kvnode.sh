@@ -56,6 +56,20 @@ start() {
   PD=$!; pids+=("$PD")
 }
 
+# signal_at NAME SIG PID DONE TRIES: sends SIG to PID once the proxy of
+# `start NAME` reports DONE requests done (polled every 20 ms, TRIES times);
+# fails the test when the run ends first
+signal_at() {
+  local name=$1 sig=$2 pid=$3 want=$4 tries=$5 d
+  for _ in $(seq "$tries"); do
+    d=$(grep -o "progress [0-9]*" "$tmp/$name.proxy.err" 2>/dev/null | tail -1 | awk '{print $2}')
+    if [ "${d:-0}" -ge "$want" ]; then kill "-$sig" "$pid"; return 0; fi
+    kill -0 "$PX" 2>/dev/null || break
+    sleep 0.02
+  done
+  fail "$name: the run ended before $sig could be sent"
+}
+
 # waitfor PID SECONDS: exit status of PID, or 124 after SECONDS
 waitfor() {
   local pid=$1 s=$2
@@ -119,16 +133,7 @@ echo "  $NA requests, 30% marked for abort at random moments: $(jget "$j" "d['ab
 
 # ---- 3: SIGKILL of P mid-transfer ------------------------------------------------------
 start kill "--requests $N --window 16 --stall-ms 60000" "--step-us 300"
-killed=0
-for _ in $(seq 600); do
-  if grep -q "progress [0-9]*/" "$tmp/kill.proxy.err" 2>/dev/null; then
-    d=$(grep -o "progress [0-9]*" "$tmp/kill.proxy.err" | tail -1 | awk '{print $2}')
-    if [ "${d:-0}" -ge $((N / 5)) ]; then kill -9 "$PP"; killed=1; break; fi
-  fi
-  kill -0 "$PX" 2>/dev/null || break
-  sleep 0.02
-done
-[ $killed = 1 ] || fail "kill: the run ended before P could be killed"
+signal_at kill KILL "$PP" $((N / 5)) 600
 waitfor "$PX" 180; rc=$?; [ $rc = 0 ] || fail "kill: proxy exited $rc (stalled or hung)"
 waitfor "$PD" 30; rc=$?; [ $rc = 0 ] || fail "kill: D exited $rc"
 j=$tmp/kill.json
@@ -148,14 +153,7 @@ echo "  SIGKILL of P at $((N / 5))+ done: $(jget "$j" "d['error']") requests fai
 # blocks D has given to others (D verifies every block: no violation).
 NF=$(( N < 400 ? N : 400 ))
 start freeze "--requests $NF --window 16 --stall-ms 60000" "--step-us 300 --recv-timeout-ms 1000 --abort-timeout-ms 2000"
-frozen=0
-for _ in $(seq 3000); do # up to 60 s: a TSan build does about 7 requests/s
-  d=$(grep -o "progress [0-9]*" "$tmp/freeze.proxy.err" 2>/dev/null | tail -1 | awk '{print $2}')
-  if [ "${d:-0}" -ge $((NF / 4)) ]; then kill -STOP "$PP"; frozen=1; break; fi
-  kill -0 "$PX" 2>/dev/null || break
-  sleep 0.02
-done
-[ $frozen = 1 ] || fail "freeze: the run ended before P could be stopped"
+signal_at freeze STOP "$PP" $((NF / 4)) 3000 # up to 60 s: a TSan build does about 7 requests/s
 sleep 2.5
 kill -CONT "$PP"
 finish freeze
@@ -168,16 +166,7 @@ echo "  SIGSTOP of P for 2.5 s at $((NF / 4))+ done (D's receive timeout 1 s), t
 
 # ---- 3c: SIGKILL of D mid-run: the proxy fails D's requests at once, no stall ------------
 start killd "--requests $N --window 16 --stall-ms 60000" "--step-us 300"
-killed=0
-for _ in $(seq 600); do
-  if grep -q "progress [0-9]*/" "$tmp/killd.proxy.err" 2>/dev/null; then
-    d=$(grep -o "progress [0-9]*" "$tmp/killd.proxy.err" | tail -1 | awk '{print $2}')
-    if [ "${d:-0}" -ge $((N / 5)) ]; then kill -9 "$PD"; killed=1; break; fi
-  fi
-  kill -0 "$PX" 2>/dev/null || break
-  sleep 0.02
-done
-[ $killed = 1 ] || fail "killd: the run ended before D could be killed"
+signal_at killd KILL "$PD" $((N / 5)) 600
 waitfor "$PX" 120; rc=$?; [ $rc = 0 ] || fail "killd: proxy exited $rc (stalled or hung)"
 waitfor "$PP" 30; rc=$?; [ $rc = 0 ] || fail "killd: P exited $rc"
 j=$tmp/killd.json
