@@ -57,6 +57,7 @@ static void open_side(side *s, uint32_t owner) {
 }
 
 static void setup(void) {
+    (void)kv_auth_init();
     test_env_init(&te);
     te.now_ns = mono();
     open_side(&A, 1);
@@ -620,4 +621,174 @@ Test(tcp, connect_to_closed_port) {
         if (A.r[i].e.kind == KVT_EV_DONE) cr_assert_eq(A.r[i].e.done.status, KV_ECONNRESET);
     kvt_addr bad = {.s = "not-an-addr"};
     cr_assert_eq(kvt_connect(A.t, A.ep, &bad, &p), KV_EINVAL);
+}
+
+/* ---- the cluster secret: the challenge-response (tcp.c, top) ------------------ */
+
+static kv_auth_key key_of(uint8_t fill) {
+    kv_auth_key k = {.set = true};
+    memset(k.k, fill, sizeof k.k);
+    return k;
+}
+
+static void auth_setup(void) {
+    setup();
+    te.quiet = 1;
+    kv_auth_key k = key_of(7);
+    cr_assert_eq(kvt_tcp_set_secret(A.t, &k), KV_OK);
+    cr_assert_eq(kvt_tcp_set_secret(B.t, &k), KV_OK);
+}
+
+static kvt_tcp_stats stats(const side *s) {
+    kvt_tcp_stats st;
+    kvt_tcp_stats_get(s->t, &st);
+    return st;
+}
+
+TestSuite(tcp_auth, .init = auth_setup, .fini = teardown, .timeout = 20);
+
+Test(tcp_auth, one_secret_both_sides_carries_ctrl_writes_and_replies) {
+    kvt_region rs, rd;
+    regions(&rs, &rd);
+    kvt_peer pb;
+    cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
+    /* queued before the handshake even started: they wait behind it */
+    kvt_write w[4];
+    for (uint32_t i = 0; i < 4; i++)
+        w[i] = (kvt_write){.local = rs, .local_off = i * BLK, .remote = rd, .remote_off = i * BLK, .len = BLK};
+    cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, 4, 9, 0), KV_OK);
+    cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "meta", 4), KV_OK);
+    PUMP_UNTIL(count(&A, KVT_EV_DONE) == 1 && count(&B, KVT_EV_CTRL) == 1);
+    cr_assert_eq(find(&A, KVT_EV_DONE)->e.done.status, KV_OK);
+    cr_assert(memcmp(dst_buf + BLK, src, 4 * BLK) == 0);
+    const rec *r = find(&B, KVT_EV_CTRL);
+    cr_assert(memcmp(r->bytes, "meta", 4) == 0);
+    cr_assert_eq(kvt_send_ctrl(B.t, B.ep, r->e.peer, "resp", 4), KV_OK); /* back on the same connection */
+    PUMP_UNTIL(count(&A, KVT_EV_CTRL) == 1);
+    cr_assert_eq(stats(&A).auth_ok, 1);
+    cr_assert_eq(stats(&B).auth_ok, 1);
+    cr_assert_eq(stats(&A).auth_failed + stats(&B).auth_failed, 0);
+    cr_assert(guards_intact());
+}
+
+Test(tcp_auth, another_secret_is_refused_with_a_log_line_and_nothing_lands) {
+    kvt_region rs, rd;
+    kvt_tcp_free(A.t);
+    open_side(&A, 1);
+    kv_auth_key other = key_of(8);
+    cr_assert_eq(kvt_tcp_set_secret(A.t, &other), KV_OK);
+    regions(&rs, &rd);
+    kvt_peer pb;
+    cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
+    kvt_write w = {.local = rs, .local_off = 0, .remote = rd, .remote_off = 0, .len = BLK};
+    cr_assert_eq(kvt_submit(A.t, A.ep, pb, &w, 1, 5, 0), KV_OK);
+    cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "meta", 4), KV_OK);
+    PUMP_UNTIL(count(&A, KVT_EV_DONE) == 1 && count(&A, KVT_EV_PEER_DOWN) == 1);
+    cr_assert_eq(find(&A, KVT_EV_DONE)->e.done.status, KV_ECONNRESET);
+    cr_assert_eq(stats(&A).auth_failed, 1, "the dialer checks the acceptor's CHAL first");
+    cr_assert(strstr(te.last_warn, "does not hold the cluster secret"), "%s", te.last_warn);
+    pump_for_ms(20);
+    cr_assert_eq(count(&B, KVT_EV_CTRL), 0);
+    for (uint32_t k = 0; k < 64 * BLK; k++) cr_assert_eq(dst_buf[BLK + k], 0xA5, "byte %u written", k);
+}
+
+Test(tcp_auth, a_secret_on_one_side_only_is_named_in_the_log) {
+    kvt_tcp_free(A.t);
+    open_side(&A, 1); /* no secret */
+    kvt_peer pb;
+    cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
+    cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "meta", 4), KV_OK);
+    PUMP_UNTIL(stats(&B).auth_failed == 1);
+    cr_assert(strstr(te.last_warn, "HELLO without a nonce: the peer has no cluster secret"), "%s", te.last_warn);
+    cr_assert_eq(count(&B, KVT_EV_CTRL), 0);
+    /* and the other way round: a node without a secret hears of one */
+    kvt_peer pa;
+    cr_assert_eq(kvt_connect(B.t, B.ep, &A.addr, &pa), KV_OK);
+    cr_assert_eq(kvt_send_ctrl(B.t, B.ep, pa, "meta", 4), KV_OK);
+    PUMP_UNTIL(stats(&A).protocol_errors == 1);
+    cr_assert(strstr(te.last_warn, "the peer has a cluster secret and this node has none"), "%s", te.last_warn);
+    cr_assert_eq(count(&A, KVT_EV_CTRL), 0);
+}
+
+/* A raw client that knows the protocol but not the secret. */
+static void raw_hello_nonce(int fd, const char *addr) {
+    uint8_t p[KV_AUTH_NONCE_BYTES + 32], b[128];
+    memset(p, 0x11, KV_AUTH_NONCE_BYTES);
+    size_t al = strlen(addr);
+    memcpy(p + KV_AUTH_NONCE_BYTES, addr, al);
+    raw_send(fd, b, frame(b, (uint32_t)(1 + KV_AUTH_NONCE_BYTES + al), KVT_TCP_HELLO, p, KV_AUTH_NONCE_BYTES + al));
+}
+
+Test(tcp_auth, a_client_without_the_secret_reaches_no_region_and_no_caller) {
+    kvt_region rs, rd;
+    regions(&rs, &rd);
+    A.polling = false;
+    static uint8_t b[512];
+    uint8_t zero_mac[KV_AUTH_MAC_BYTES] = {0};
+    /* 1: a WRITE right after the HELLO */
+    int fd = raw_connect(&B.addr);
+    raw_hello_nonce(fd, "127.0.0.1:1");
+    raw_send(fd, b, write_frame(b, rd, 0, 16, 1 + KVT_TCP_WRITE_HDR + 16));
+    expect_closed(fd);
+    /* 2: a CTRL right after the HELLO */
+    fd = raw_connect(&B.addr);
+    raw_hello_nonce(fd, "127.0.0.1:2");
+    raw_send(fd, b, frame(b, 3, KVT_TCP_CTRL, "zz", 2));
+    expect_closed(fd);
+    /* 3: a guessed PROOF */
+    fd = raw_connect(&B.addr);
+    raw_hello_nonce(fd, "127.0.0.1:3");
+    raw_send(fd, b, frame(b, 1 + KV_AUTH_MAC_BYTES, KVT_TCP_PROOF, zero_mac, sizeof zero_mac));
+    expect_closed(fd);
+    cr_assert(strstr(te.last_warn, "PROOF does not check out") && strstr(te.last_warn, "127.0.0.1:"), "%s",
+              te.last_warn);
+    /* 4: a PROOF before any HELLO; 5: the old HELLO (no nonce) */
+    fd = raw_connect(&B.addr);
+    raw_send(fd, b, frame(b, 1 + KV_AUTH_MAC_BYTES, KVT_TCP_PROOF, zero_mac, sizeof zero_mac));
+    expect_closed(fd);
+    fd = raw_connect(&B.addr);
+    raw_hello(fd, "127.0.0.1:5");
+    expect_closed(fd);
+    cr_assert_eq(stats(&B).auth_failed, 5);
+    cr_assert_eq(stats(&B).auth_ok, 0);
+    cr_assert_eq(count(&B, KVT_EV_CTRL), 0);
+    for (uint32_t k = 0; k < 64 * BLK; k++) cr_assert_eq(dst_buf[BLK + k], 0xA5, "byte %u written", k);
+    /* an honest peer still gets through */
+    A.polling = true;
+    kvt_peer pb;
+    cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
+    cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "ok", 2), KV_OK);
+    PUMP_UNTIL(count(&B, KVT_EV_CTRL) == 1);
+}
+
+Test(tcp_auth, a_silent_or_trickling_client_is_closed_at_the_hello_deadline) {
+    kvt_tcp_set_hello_deadline_ms(B.t, 100);
+    A.polling = false;
+    int silent = raw_connect(&B.addr);
+    int trickle = raw_connect(&B.addr);
+    uint8_t b[64];
+    size_t n = frame(b, (uint32_t)(1 + KV_AUTH_NONCE_BYTES + 11), KVT_TCP_HELLO, NULL, 0);
+    uint64_t t0 = mono();
+    for (size_t i = 0; i < n; i++) { /* one byte per 20 ms: never a whole HELLO in time */
+        raw_send(trickle, b + i, 1);
+        pump_for_ms(20);
+        if (mono() - t0 > 150000000ull) break;
+    }
+    expect_closed(silent);
+    expect_closed(trickle);
+    cr_assert_eq(stats(&B).hello_timeouts, 2);
+    cr_assert(strstr(te.last_warn, "within the HELLO deadline"), "%s", te.last_warn);
+}
+
+Test(tcp, without_a_secret_a_silent_client_is_closed_at_the_hello_deadline_too) {
+    te.quiet = 1;
+    kvt_tcp_set_hello_deadline_ms(B.t, 50);
+    int fd = raw_connect(&B.addr);
+    expect_closed(fd);
+    cr_assert_eq(stats(&B).hello_timeouts, 1);
+    cr_assert(strstr(te.last_warn, "no HELLO within the HELLO deadline"), "%s", te.last_warn);
+    kvt_peer pb; /* honest peers connect as before */
+    cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
+    cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "ok", 2), KV_OK);
+    PUMP_UNTIL(count(&B, KVT_EV_CTRL) == 1);
 }

@@ -2,7 +2,7 @@
 # Installs the Debian packages kvconn needs, or prints the apt-get line when
 # not root. Quiet when everything is already there.
 set -euo pipefail
-pkgs=(make cmake ninja-build gcc clang llvm libclang-rt-14-dev libcriterion-dev libsqlite3-dev pkg-config python3 libibverbs-dev afl++ zip
+pkgs=(make cmake ninja-build gcc clang llvm libclang-rt-14-dev libcriterion-dev libsqlite3-dev pkg-config python3 libibverbs-dev libsodium-dev afl++ zip
       chromium) # chromium: tools/test_report.sh renders kvsim report pages headless
 missing=()
 for p in "${pkgs[@]}"; do

@@ -25,7 +25,13 @@ static uint64_t te_rand(void *ctx) {
 }
 KV_FMT_VA(3) static void te_log(void *ctx, kv_log_level lvl, const char *fmt, va_list ap) {
     test_env *te = ctx;
-    if (te->quiet || lvl < KV_LOG_WARN) return;
+    if (lvl < KV_LOG_WARN) return;
+    va_list aq;
+    va_copy(aq, ap);
+    vsnprintf(te->last_warn, sizeof te->last_warn, fmt, aq);
+    va_end(aq);
+    te->n_warn++;
+    if (te->quiet) return;
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
 }

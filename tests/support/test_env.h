@@ -18,6 +18,8 @@ typedef struct test_env {
     kv_violation v[TEST_ENV_VIOLATIONS_MAX]; /* detail points into text[] */
     char text[TEST_ENV_VIOLATIONS_MAX][256];
     int quiet;               /* 1: do not print log lines */
+    uint32_t n_warn;         /* log lines at KV_LOG_WARN or above, printed or not */
+    char last_warn[512];     /* the latest of them */
 } test_env;
 
 void test_env_init(test_env *te);

@@ -16,6 +16,23 @@
  *   WRITE_ACK (4) tag:u64 n_ok:u32 n_failed:u32; sent after the entry with
  *                 index == count-1; n_ok + n_failed == count.
  *   There is no CLOSE frame: EOF or an error closes the connection.
+ *
+ * With a cluster secret (kvt_tcp_set_secret; transport/README.md, "Threat
+ * model") both sides prove they hold it before the connection carries
+ * anything else:
+ *   HELLO     (1) nonce_d[32] addr          the dialing side, first frame
+ *   CHAL      (5) nonce_a[32] mac_a[32]     the accepting side's first frame:
+ *                 mac_a = MAC("kvconn tcp accept", nonce_d, nonce_a, addr)
+ *   PROOF     (6) mac_d[32]                 the dialing side's second frame:
+ *                 mac_d = MAC("kvconn tcp dial", nonce_a, nonce_d, addr)
+ * (MAC: HMAC-SHA-256 under the secret, transport/auth/auth.h.) The dialer
+ * sends nothing past its HELLO until mac_a checks out; the acceptor maps the
+ * connection to a peer (and so lets it reach a region, a batch or the
+ * caller) only once mac_d checks out. A wrong MAC, a frame out of this order,
+ * or a HELLO whose form says the two sides disagree on having a secret,
+ * closes the connection with one log line (counted). Every connection, with
+ * a secret or without, that has not finished its HELLO (and the
+ * challenge–response) within the HELLO deadline is closed too.
  * Non-WRITE frames have len <= KVT_TCP_FRAME_MAX. Any frame with a bad length,
  * an unknown type, a frame before HELLO on an accepted connection, or a bad
  * field disconnects that connection with an error logged.
@@ -64,6 +81,7 @@
  *
  * No threads, no blocking calls, every loop bounded. */
 #include "transport/tcp/tcp.h"
+#include "transport/auth/auth.h"
 #include "transport/regions.h"
 
 #include <arpa/inet.h>
@@ -100,8 +118,15 @@
 #define RECV_DIRECT_MIN 8192u /* sink bytes left for a recv straight into the region */
 #define FRAMES_PER_CONN 4096u
 #define BATCH_BITS 10u
+#define NONCE KV_AUTH_NONCE_BYTES
+#define MAC KV_AUTH_MAC_BYTES
+#define HELLO_DEADLINE_MS_DEFAULT 5000u
+#define AUTH_LOG_FIRST 16u   /* rejections logged one by one, then every AUTH_LOG_EVERY-th */
+#define AUTH_LOG_EVERY 1024u
 
 enum { CS_FREE = 0, CS_CONNECTING, CS_OPEN, CS_FAILED };
+/* Where a connection's handshake stands. AU_OK: it may carry traffic. */
+enum { AU_OK = 0, AU_WAIT_HELLO, AU_WAIT_CHAL, AU_WAIT_PROOF };
 enum { B_FREE = 0, B_WAIT, B_DONE };
 
 typedef kvt_region_entry tc_region;
@@ -144,6 +169,15 @@ typedef struct tc_conn {
     uint32_t seg_head, seg_tail, seg_off; /* queue counters; bytes of seg[head] sent */
     uint64_t q_bytes, sent_bytes;         /* stream bytes queued / handed to the kernel */
     uint64_t hello_end;                   /* stream bytes up to the end of our HELLO (0: we send none) */
+    /* the handshake (see the top of the file) */
+    uint8_t au;                           /* AU_* */
+    uint64_t gate;                        /* stream bytes that may leave while au != AU_OK */
+    uint64_t proof_pos;                   /* ring position of our PROOF's MAC (dialer) */
+    uint64_t opened_ns;                   /* for the HELLO deadline */
+    uint8_t nonce_mine[NONCE], nonce_peer[NONCE];
+    kvt_addr claimed;                     /* the HELLO's address, until its PROOF checks out */
+    char from[24];                        /* the remote a.b.c.d:port, for log lines */
+    const char *bad;                      /* why the last frame was refused, for the log line */
     uint8_t *lane;                        /* [LANE_CAP]: whole CTRL / WRITE_ACK frames */
     uint32_t lane_len, lane_off;          /* bytes in the lane; of them sent */
     /* the WRITE entry being received */
@@ -187,6 +221,9 @@ typedef struct tcp {
     uint32_t *pfd_of;  /* pfd index per listener then per conn, TC_NONE if none */
     const uint8_t *ev_data[KVT_TCP_POLL_EVENTS_MAX];
     uint32_t ev_n;
+    kv_auth_key key;        /* key.set: every connection runs the challenge-response */
+    uint64_t hello_deadline_ns;
+    kvt_tcp_stats st;
 } tcp;
 
 /* The caller's event array during one poll. */
@@ -249,13 +286,18 @@ static uint32_t seg_free(const tc_conn *c) { return KVT_TCP_TX_SEGS - seg_used(c
 static bool data_pending(const tc_conn *c) { return c->seg_tail != c->seg_head; }
 static bool lane_pending(const tc_conn *c) { return c->lane_len != c->lane_off; }
 static bool tx_pending(const tc_conn *c) { return data_pending(c) || lane_pending(c); }
+/* Bytes wait and some of them may leave now: before the handshake ends,
+ * only those up to the gate (our HELLO, or our CHAL). */
+static bool tx_ready(const tc_conn *c) {
+    return c->au == AU_OK ? tx_pending(c) : data_pending(c) && c->sent_bytes < c->gate;
+}
 static uint32_t lane_free(const tc_conn *c) { return LANE_CAP - (c->lane_len - c->lane_off); }
 static tc_seg *seg_at(const tc_conn *c, uint32_t i) { return &c->seg[i % KVT_TCP_TX_SEGS]; }
 
 /* The lane may be sent now: our HELLO is out and the stream is between two
  * WRITE frames (nothing queued, or the next byte starts a WRITE frame). */
 static bool lane_ready(const tc_conn *c) {
-    return lane_pending(c) && c->sent_bytes >= c->hello_end &&
+    return lane_pending(c) && c->au == AU_OK && c->sent_bytes >= c->hello_end &&
            (!data_pending(c) || (c->seg_off == 0 && seg_at(c, c->seg_head)->fs));
 }
 
@@ -305,6 +347,11 @@ static void tx_frame_hdr(tc_conn *c, uint32_t len, uint8_t type) {
     put32(h, len);
     h[4] = type;
     tx_put(c, h, sizeof h);
+}
+
+/* Overwrites len queued, unsent ring bytes at ring position pos. */
+static void tx_poke(tc_conn *c, uint64_t pos, const uint8_t *src, uint32_t len) {
+    for (uint32_t i = 0; i < len; i++) c->tx[(pos + i) % KVT_TCP_TX_CAP] = src[i];
 }
 
 /* ---- connections ----------------------------------------------------------------- */
@@ -364,9 +411,40 @@ static void conn_fail(tcp *s, uint32_t ci) {
 static void proto_error(tcp *s, uint32_t ci, const char *what) {
     const tc_conn *c = &s->conn[ci];
     const char *who = (c->peer != TC_NONE) ? s->ep[c->ep].peer[c->peer].addr.s : "(no hello)";
+    s->st.protocol_errors++;
     kv_logf(s->env, KV_LOG_ERROR, "tcp: ep %u peer %s: protocol error: %s; disconnecting", c->ep, who, what);
     conn_fail(s, ci);
 }
+
+/* Closes a connection that failed the handshake or its deadline: one log
+ * line per connection (the first AUTH_LOG_FIRST, then one in AUTH_LOG_EVERY,
+ * with the count), never the secret or a MAC. */
+static void auth_reject(tcp *s, uint32_t ci, uint64_t *counter, const char *what) {
+    const tc_conn *c = &s->conn[ci];
+    uint64_t n = ++*counter;
+    if (n <= AUTH_LOG_FIRST || n % AUTH_LOG_EVERY == 0)
+        kv_logf(s->env, KV_LOG_WARN, "tcp: ep %u: connection %s %s: %s; closed (%llu so far)", c->ep,
+                c->peer != TC_NONE ? "to" : "from", c->peer != TC_NONE ? s->ep[c->ep].peer[c->peer].addr.s : c->from,
+                what, (unsigned long long)n);
+    conn_fail(s, ci);
+}
+
+/* The MAC a side of the handshake sends: label names the side that computes
+ * it; nonce_a is the acceptor's, nonce_d the dialer's, addr the dialer's. */
+static void hs_mac(const tcp *s, const char *label, const uint8_t *first, const uint8_t *second, const kvt_addr *addr,
+                   uint8_t out[MAC]) {
+    kv_auth_part parts[] = {{first, NONCE}, {second, NONCE}, {addr->s, strlen(addr->s)}};
+    kv_auth_mac(&s->key, label, parts, 3, out);
+}
+
+static bool hs_check(const tcp *s, const char *label, const uint8_t *first, const uint8_t *second,
+                     const kvt_addr *addr, const uint8_t mac[MAC]) {
+    kv_auth_part parts[] = {{first, NONCE}, {second, NONCE}, {addr->s, strlen(addr->s)}};
+    return kv_auth_check(&s->key, label, parts, 3, mac);
+}
+
+#define LABEL_ACCEPT "kvconn tcp accept"
+#define LABEL_DIAL "kvconn tcp dial"
 
 /* Opens a non-blocking connection from ep to its peer's address. An
  * immediate failure leaves the connection CS_FAILED: the next poll fails it
@@ -392,11 +470,29 @@ static kv_status conn_dial(tcp *s, uint32_t ep, uint32_t peer) {
         close(fd);
     }
     p->conn = ci;
+    c->opened_ns = kv_now_ns(s->env);
+    snprintf(c->from, sizeof c->from, "%s", p->addr.s);
     const kvt_addr *me = &s->ep[ep].addr;
     uint32_t al = (uint32_t)strlen(me->s);
-    tx_frame_hdr(c, 1u + al, KVT_TCP_HELLO);
+    if (!s->key.set) {
+        tx_frame_hdr(c, 1u + al, KVT_TCP_HELLO);
+        tx_put(c, me->s, al);
+        c->hello_end = c->q_bytes;
+        return KV_OK;
+    }
+    /* HELLO with our nonce, then a PROOF whose MAC is filled in when the
+     * acceptor's CHAL checks out: nothing past the HELLO leaves before. */
+    static const uint8_t zero[MAC];
+    kv_auth_random(c->nonce_mine, NONCE);
+    tx_frame_hdr(c, 1u + NONCE + al, KVT_TCP_HELLO);
+    tx_put(c, c->nonce_mine, NONCE);
     tx_put(c, me->s, al);
+    c->gate = c->q_bytes;
+    tx_frame_hdr(c, 1u + MAC, KVT_TCP_PROOF);
+    c->proof_pos = c->tx_head;
+    tx_put(c, zero, MAC);
     c->hello_end = c->q_bytes;
+    c->au = AU_WAIT_CHAL;
     return KV_OK;
 }
 
@@ -665,19 +761,86 @@ static void scan_peers(tcp *s, evout *o) {
 
 /* ---- frame parsing --------------------------------------------------------------- */
 
-static bool on_hello(tcp *s, uint32_t ci, const uint8_t *p, uint32_t len) {
+/* The connection now belongs to the peer at address a. */
+static bool map_peer(tcp *s, uint32_t ci, const kvt_addr *a) {
     tc_conn *c = &s->conn[ci];
-    struct sockaddr_in sa;
-    kvt_addr a;
-    if (c->peer != TC_NONE || len == 0 || len >= KV_ADDR_MAX || memchr(p, 0, len)) return false;
-    memset(&a, 0, sizeof a);
-    memcpy(a.s, p, len);
-    if (!parse_addr(a.s, &sa)) return false;
     tc_ep *e = &s->ep[c->ep];
-    uint32_t id = peer_get(e, a.s, len);
+    uint32_t id = peer_get(e, a->s, strlen(a->s));
     if (id == TC_NONE) return false;
     c->peer = id;
     if (e->peer[id].conn == TC_NONE) e->peer[id].conn = ci; /* replies go back on it */
+    return true;
+}
+
+static bool parse_hello_addr(const uint8_t *p, uint32_t len, kvt_addr *a) {
+    struct sockaddr_in sa;
+    if (len == 0 || len >= KV_ADDR_MAX || memchr(p, 0, len)) return false;
+    memset(a, 0, sizeof *a);
+    memcpy(a->s, p, len);
+    return parse_addr(a->s, &sa);
+}
+
+static bool on_hello(tcp *s, uint32_t ci, const uint8_t *p, uint32_t len) {
+    tc_conn *c = &s->conn[ci];
+    kvt_addr a;
+    if (c->peer != TC_NONE || (s->key.set && c->au != AU_WAIT_HELLO)) return false;
+    if (!s->key.set) {
+        if (len > NONCE && !parse_hello_addr(p, len, &a) && parse_hello_addr(p + NONCE, len - NONCE, &a))
+            c->bad = "HELLO carries a nonce: the peer has a cluster secret and this node has none";
+        return parse_hello_addr(p, len, &a) && map_peer(s, ci, &a);
+    }
+    if (len <= NONCE || !parse_hello_addr(p + NONCE, len - NONCE, &a)) {
+        c->bad = parse_hello_addr(p, len, &a) ? "HELLO without a nonce: the peer has no cluster secret"
+                                              : "malformed HELLO";
+        return false;
+    }
+    if (tx_free(c) < HDR + NONCE + MAC || seg_free(c) < 1u) return false;
+    memcpy(c->nonce_peer, p, NONCE);
+    c->claimed = a;
+    kv_auth_random(c->nonce_mine, NONCE);
+    uint8_t mac[MAC];
+    hs_mac(s, LABEL_ACCEPT, c->nonce_peer, c->nonce_mine, &a, mac);
+    tx_frame_hdr(c, 1u + NONCE + MAC, KVT_TCP_CHAL);
+    tx_put(c, c->nonce_mine, NONCE);
+    tx_put(c, mac, MAC);
+    c->gate = c->hello_end = c->q_bytes;
+    c->au = AU_WAIT_PROOF;
+    return true;
+}
+
+/* The dialer: the acceptor proved the secret; our PROOF may leave. */
+static bool on_chal(tcp *s, uint32_t ci, const uint8_t *p, uint32_t len) {
+    tc_conn *c = &s->conn[ci];
+    const kvt_addr *me = &s->ep[c->ep].addr;
+    c->bad = !s->key.set ? "a CHAL: the peer has a cluster secret and this node has none"
+                         : "a CHAL out of the handshake's order or of the wrong size";
+    if (c->au != AU_WAIT_CHAL || len != NONCE + MAC) return false;
+    memcpy(c->nonce_peer, p, NONCE);
+    if (!hs_check(s, LABEL_ACCEPT, c->nonce_mine, c->nonce_peer, me, p + NONCE)) {
+        c->bad = "the accepting side does not hold the cluster secret (its CHAL does not check out)";
+        return false;
+    }
+    uint8_t mac[MAC];
+    hs_mac(s, LABEL_DIAL, c->nonce_peer, c->nonce_mine, me, mac);
+    tx_poke(c, c->proof_pos, mac, MAC);
+    c->au = AU_OK;
+    s->st.auth_ok++;
+    return true;
+}
+
+/* The acceptor: the dialer proved the secret; the connection is its peer's. */
+static bool on_proof(tcp *s, uint32_t ci, const uint8_t *p, uint32_t len) {
+    tc_conn *c = &s->conn[ci];
+    c->bad = !s->key.set ? "a PROOF: the peer has a cluster secret and this node has none"
+                         : "a PROOF out of the handshake's order or of the wrong size";
+    if (c->au != AU_WAIT_PROOF || len != MAC) return false;
+    if (!hs_check(s, LABEL_DIAL, c->nonce_mine, c->nonce_peer, &c->claimed, p)) {
+        c->bad = "the dialing side does not hold the cluster secret (its PROOF does not check out)";
+        return false;
+    }
+    if (!map_peer(s, ci, &c->claimed)) return false;
+    c->au = AU_OK;
+    s->st.auth_ok++;
     return true;
 }
 
@@ -762,7 +925,12 @@ static pr_t parse_small(tcp *s, uint32_t ci, evout *o, uint32_t len, uint8_t typ
     if (c->rx_len - c->rx_off < 4u + len) return PR_STOP;
     if (type == KVT_TCP_HELLO) {
         if (!on_hello(s, ci, p, plen)) return PR_ERR;
-    } else if (c->peer == TC_NONE) {
+    } else if (type == KVT_TCP_CHAL) {
+        if (!on_chal(s, ci, p, plen)) return PR_ERR;
+    } else if (type == KVT_TCP_PROOF) {
+        if (!on_proof(s, ci, p, plen)) return PR_ERR;
+    } else if (c->peer == TC_NONE || c->au != AU_OK) {
+        c->bad = "a frame before the handshake ended";
         return PR_ERR;
     } else if (type == KVT_TCP_CTRL) {
         if (plen > KV_WIRE_MAX) return PR_ERR;
@@ -796,7 +964,11 @@ static pr_t parse_one(tcp *s, uint32_t ci, evout *o) {
         c->big = false;
         return parse_small(s, ci, o, len, type);
     }
-    if (len < 1u + KVT_TCP_WRITE_HDR || len > WRITE_LEN_MAX || c->peer == TC_NONE) return PR_ERR;
+    if (c->peer == TC_NONE || c->au != AU_OK) {
+        c->bad = "a WRITE before the handshake ended";
+        return PR_ERR;
+    }
+    if (len < 1u + KVT_TCP_WRITE_HDR || len > WRITE_LEN_MAX) return PR_ERR;
     if (c->rx_len - c->rx_off < HDR + KVT_TCP_WRITE_HDR) return PR_STOP;
     if (lane_free(c) < HDR + KVT_TCP_ACK_LEN) return PR_STOP; /* back-pressure: room for the ack */
     if (!on_write_hdr(s, c, h + HDR, len)) return PR_ERR;
@@ -811,7 +983,9 @@ static bool parse_conn(tcp *s, uint32_t ci, evout *o) {
         pr_t r = parse_one(s, ci, o);
         if (r == PR_STOP) return true;
         if (r == PR_ERR) {
-            proto_error(s, ci, "malformed or oversized frame");
+            const char *why = s->conn[ci].bad;
+            if (why && s->key.set) auth_reject(s, ci, &s->st.auth_failed, why);
+            else proto_error(s, ci, why ? why : "malformed or oversized frame");
             return false;
         }
     }
@@ -884,6 +1058,7 @@ static uint32_t gather(const tc_conn *c, struct iovec *iov, uint32_t *lane_bytes
     uint64_t ring = c->tx_tail; /* ring bytes of the queue start here */
     bool lane = lane_ready(c), waiting = lane_pending(c) && !lane;
     *lane_bytes = 0;
+    if (c->au != AU_OK) budget = c->gate > c->sent_bytes ? (budget < c->gate - c->sent_bytes ? budget : c->gate - c->sent_bytes) : 0;
     if (lane) {
         *lane_bytes = c->lane_len - c->lane_off;
         iov[n++] = (struct iovec){.iov_base = c->lane + c->lane_off, .iov_len = *lane_bytes};
@@ -932,7 +1107,7 @@ static void conn_write(tcp *s, uint32_t ci) {
     tc_conn *c = &s->conn[ci];
     struct iovec iov[IOV_MAX_SEND];
     uint64_t sent = 0;
-    for (uint32_t r = 0; r < SEND_ROUNDS && tx_pending(c) && sent < SEND_BYTES_PER_POLL; r++) {
+    for (uint32_t r = 0; r < SEND_ROUNDS && tx_ready(c) && sent < SEND_BYTES_PER_POLL; r++) {
         uint32_t lane_bytes;
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = gather(c, iov, &lane_bytes, SEND_BYTES_PER_POLL - sent)};
         ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
@@ -961,11 +1136,16 @@ static void conn_connected(tcp *s, uint32_t ci, short rev) {
 
 static void accept_some(tcp *s, uint32_t ep) {
     for (uint32_t g = 0; g < ACCEPTS_PER_POLL; g++) {
-        int fd = accept(s->ep[ep].fd, NULL, NULL);
+        struct sockaddr_in sa;
+        socklen_t sl = sizeof sa;
+        int fd = accept(s->ep[ep].fd, (struct sockaddr *)&sa, &sl);
         if (fd < 0) return;
         uint32_t ci = conn_alloc(s);
         if (ci == TC_NONE || !set_nonblock(fd)) {
-            kv_logf(s->env, KV_LOG_WARN, "tcp: ep %u: no connection slot; incoming connection closed", ep);
+            uint64_t n = ++s->st.refused_no_slot;
+            if (n <= AUTH_LOG_FIRST || n % AUTH_LOG_EVERY == 0)
+                kv_logf(s->env, KV_LOG_WARN, "tcp: ep %u: no connection slot; incoming connection closed (%llu so far)",
+                        ep, (unsigned long long)n);
             close(fd);
             continue;
         }
@@ -975,6 +1155,25 @@ static void accept_some(tcp *s, uint32_t ep) {
         c->fd = fd;
         c->ep = ep;
         c->state = CS_OPEN;
+        c->opened_ns = kv_now_ns(s->env);
+        c->au = s->key.set ? AU_WAIT_HELLO : AU_OK;
+        char ip[INET_ADDRSTRLEN] = "?";
+        if (sa.sin_family == AF_INET) (void)inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+        snprintf(c->from, sizeof c->from, "%s:%u", ip, (unsigned)ntohs(sa.sin_port));
+    }
+}
+
+/* Closes every connection whose HELLO (and handshake) did not end within
+ * the deadline: a peer that connects and says nothing, or trickles, holds a
+ * slot no longer than that. */
+static void scan_handshakes(tcp *s, uint64_t now) {
+    for (uint32_t i = 0; i < KVT_TCP_CONNS_MAX; i++) {
+        tc_conn *c = &s->conn[i];
+        if ((c->state != CS_OPEN && c->state != CS_CONNECTING) || (c->au == AU_OK && c->peer != TC_NONE)) continue;
+        if (now - c->opened_ns >= s->hello_deadline_ns)
+            auth_reject(s, i, &s->st.hello_timeouts,
+                        s->key.set ? "no HELLO and challenge-response within the HELLO deadline"
+                                   : "no HELLO within the HELLO deadline");
     }
 }
 
@@ -992,7 +1191,7 @@ static nfds_t fill_pollfds(tcp *s) {
         tc_conn *c = &s->conn[i];
         s->pfd_of[KVT_TCP_EPS_MAX + i] = TC_NONE;
         if (c->state != CS_CONNECTING && c->state != CS_OPEN) continue;
-        short ev = (short)(c->state == CS_CONNECTING ? POLLOUT : (POLLIN | (tx_pending(c) ? POLLOUT : 0)));
+        short ev = (short)(c->state == CS_CONNECTING ? POLLOUT : (POLLIN | (tx_ready(c) ? POLLOUT : 0)));
         s->pfd[n] = (struct pollfd){.fd = c->fd, .events = ev};
         s->pfd_of[KVT_TCP_EPS_MAX + i] = (uint32_t)n++;
     }
@@ -1041,11 +1240,13 @@ static kv_status op_poll(kvt *t, kvt_event *out, uint32_t max, uint32_t *out_n) 
     s->writes_deferred = false;
     for (uint32_t i = 0; i < KVT_TCP_CONNS_MAX; i++) {
         tc_conn *c = &s->conn[i];
-        if (c->state != CS_OPEN || !tx_pending(c) || s->pfd_of[KVT_TCP_EPS_MAX + i] == TC_NONE) continue;
+        if (c->state != CS_OPEN || !tx_ready(c) || s->pfd_of[KVT_TCP_EPS_MAX + i] == TC_NONE) continue;
         if (write_now) conn_write(s, i);
         else s->writes_deferred = true;
     }
-    scan_batches(s, &o, kv_now_ns(s->env));
+    uint64_t now = kv_now_ns(s->env);
+    scan_handshakes(s, now);
+    scan_batches(s, &o, now);
     scan_peers(s, &o);
     s->ev_n = o.n;
     *out_n = o.n;
@@ -1080,6 +1281,7 @@ static void op_close(kvt *t) {
         if (s->ep[e].open && s->ep[e].fd >= 0) close(s->ep[e].fd);
     for (uint32_t i = 0; s->conn && i < KVT_TCP_CONNS_MAX; i++)
         if (s->conn[i].state != CS_FREE && s->conn[i].fd >= 0) close(s->conn[i].fd);
+    kv_auth_forget(&s->key);
     void *p[] = {s->ep, s->conn, s->batch, s->rx_slab, s->tx_slab, s->lane_slab, s->seg_slab, s->pfd, s->pfd_of};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) kv_release(env, p[i]);
     kv_release(env, s);
@@ -1127,6 +1329,7 @@ kv_status kvt_tcp_new(const kv_env *env, const char *bind_host, kvt **out) {
     s->self = (kvt){.ops = &tcp_ops, .impl = s};
     memcpy(s->host, bind_host, hl);
     kvt_region_tab_init(&s->reg, s->reg_store, KVT_TCP_REGIONS_MAX);
+    s->hello_deadline_ns = (uint64_t)HELLO_DEADLINE_MS_DEFAULT * 1000000u;
     if (!alloc_tables(s)) {
         op_close(&s->self);
         return KV_ENOMEM;
@@ -1144,4 +1347,23 @@ kv_status kvt_tcp_new(const kv_env *env, const char *bind_host, kvt **out) {
 
 void kvt_tcp_free(kvt *t) {
     if (t) t->ops->close(t);
+}
+
+kv_status kvt_tcp_set_secret(kvt *t, const kv_auth_key *key) {
+    if (!t) return KV_EINVAL;
+    tcp *s = T(t);
+    for (uint32_t i = 0; i < KVT_TCP_CONNS_MAX; i++)
+        if (s->conn[i].state != CS_FREE) return KV_ESTATE;
+    if (key && key->set && kv_auth_init() != KV_OK) return KV_EIO;
+    if (key && key->set) s->key = *key;
+    else kv_auth_forget(&s->key);
+    return KV_OK;
+}
+
+void kvt_tcp_set_hello_deadline_ms(kvt *t, uint32_t ms) {
+    if (t) T(t)->hello_deadline_ns = (uint64_t)(ms ? ms : 1u) * 1000000u;
+}
+
+void kvt_tcp_stats_get(kvt *t, kvt_tcp_stats *out) {
+    if (t && out) *out = T(t)->st;
 }

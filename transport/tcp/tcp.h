@@ -41,6 +41,7 @@
 
 #include "kvconn/env.h"
 #include "kvconn/transport.h"
+#include "transport/auth/auth.h"
 
 #define KVT_TCP_EPS_MAX 16u        /* endpoints per kvt */
 #define KVT_TCP_PEERS_MAX 64u      /* peers per endpoint */
@@ -59,7 +60,9 @@ enum {
     KVT_TCP_HELLO = 1,
     KVT_TCP_CTRL = 2,
     KVT_TCP_WRITE = 3,
-    KVT_TCP_WRITE_ACK = 4
+    KVT_TCP_WRITE_ACK = 4,
+    KVT_TCP_CHAL = 5,  /* with a cluster secret: the acceptor's nonce and MAC */
+    KVT_TCP_PROOF = 6  /* with a cluster secret: the dialer's MAC */
 };
 #define KVT_TCP_WRITE_HDR 32u /* WRITE payload bytes before the data */
 #define KVT_TCP_ACK_LEN 16u   /* WRITE_ACK payload bytes */
@@ -71,6 +74,25 @@ void kvt_tcp_free(kvt *t);
 /* Bytes of KVT_EV_CTRL event i of the last poll(); KV_ENOENT if event i was
  * not a ctrl event of the last poll. */
 kv_status kvt_tcp_event_data(kvt *t, uint32_t i, const uint8_t **out);
+
+/* The cluster secret: from now on every connection this kvt dials or
+ * accepts proves it, both ways, before it carries anything (tcp.c, top).
+ * NULL or an unset key: none (HELLO only). Before the first connection
+ * (KV_ESTATE after); KV_EIO when the crypto library cannot start. */
+kv_status kvt_tcp_set_secret(kvt *t, const kv_auth_key *key);
+/* A connection whose HELLO (and handshake) has not ended this long after it
+ * opened is closed, logged and counted (default 5000 ms). */
+void kvt_tcp_set_hello_deadline_ms(kvt *t, uint32_t ms);
+
+/* What the kvt refused, since it was made. */
+typedef struct kvt_tcp_stats {
+    uint64_t auth_ok;         /* handshakes that ended well, either side */
+    uint64_t auth_failed;     /* closed: a wrong MAC, a frame out of order, secret on one side only */
+    uint64_t hello_timeouts;  /* closed: no HELLO and handshake within the deadline */
+    uint64_t protocol_errors; /* closed: malformed frames (no secret involved) */
+    uint64_t refused_no_slot; /* incoming connections closed at once: every slot taken */
+} kvt_tcp_stats;
+void kvt_tcp_stats_get(kvt *t, kvt_tcp_stats *out);
 
 /* For a driver that sleeps until the transport has work instead of spinning
  * on poll(): copies into out the poll(2) set the next poll() would use (the
