@@ -21,6 +21,7 @@
 #include "core/msgs.h"
 #include "transport/posix/net.h"
 #include "transport/posix/posix_env.h"
+#include "transport/auth/auth.h"
 #include "transport/posix/thread_rt.h"
 #include "transport/tcp/tcp.h"
 
@@ -672,4 +673,138 @@ Test(thread_rt, malicious_peer_disconnected_memory_intact) {
     for (uint32_t k = 0; k < sizeof dst_mem; k++) cr_assert_eq(dst_mem[k], 0xA5, "byte %u changed", k);
     kvp_rt_stop(rt);
     kvp_net_free(nb);
+}
+
+/* ---- the cluster secret on bridge links ------------------------------------------------- */
+
+static kv_auth_key bkey(uint8_t fill) {
+    kv_auth_key k = {.set = true};
+    memset(k.k, fill, sizeof k.k);
+    return k;
+}
+
+static kvp_rt *second_rt(const kv_auth_key *key) {
+    kvp_rt *b;
+    kvp_rt_cfg rc = {.proc = 2, .abi = 0xabc};
+    cr_assert_eq(kvp_rt_new(&pe.env, &rc, &b), KV_OK);
+    cr_assert_eq(kvp_rt_set_secret(b, key), KV_OK);
+    return b;
+}
+
+static uint64_t auth_failed(kvp_rt *r) {
+    kvp_rt_counters c;
+    kvp_rt_counters_get(r, &c);
+    return c.bridge_auth_failed;
+}
+
+Test(thread_rt, bridge_with_one_secret_links_and_posts) {
+    kv_auth_key k = bkey(3);
+    cr_assert_eq(kvp_rt_set_secret(rt, &k), KV_OK);
+    kvp_rt *b = second_rt(&k);
+    static echo_actor eb;
+    memset(&eb, 0, sizeof eb);
+    eb.rt = b;
+    cr_assert_eq(kv_rt_spawn(kvp_rt_iface(b), "b.echo", 0, echo_fn, &eb, 1u << 16, &eb.id), KV_OK);
+    uint32_t proc = 0, echo = 0;
+    cr_assert_eq(dial_rt(b, WAIT_NS, &proc), KV_OK);
+    cr_assert_eq(proc, 1u);
+    cr_assert_eq(kvp_rt_set_secret(rt, &k), KV_ESTATE, "the secret is fixed once links exist");
+    cr_assert_eq(kvp_rt_start(rt), KV_OK);
+    cr_assert_eq(kvp_rt_start(b), KV_OK);
+    cr_assert_eq(kvp_rt_lookup(rt, "b.echo", WAIT_NS, &echo), KV_OK, "the directory crosses after the proofs");
+    cr_assert_eq(kv_rt_post(kvp_rt_iface(rt), echo, 12, "hi", 3), KV_OK);
+    WAIT_UNTIL(atomic_load(&eb.n) == 1);
+    cr_assert_eq(auth_failed(rt) + auth_failed(b), 0);
+    kvp_rt_free(b);
+}
+
+Test(thread_rt, bridge_refuses_another_secret_and_a_missing_one) {
+    kv_auth_key k = bkey(3), other = bkey(4);
+    cr_assert_eq(kvp_rt_set_secret(rt, &k), KV_OK);
+    kvp_rt *b = second_rt(&other);
+    uint32_t proc = 0;
+    cr_assert_neq(dial_rt(b, 2000000000ull, &proc), KV_OK, "another secret must be refused");
+    cr_assert(!kvp_rt_link_up(rt, 2));
+    WAIT_UNTIL(auth_failed(rt) + auth_failed(b) >= 1);
+    kvp_rt_free(b);
+    b = second_rt(NULL);
+    char addr[32];
+    uint16_t port = 0;
+    cr_assert_eq(kvp_rt_listen(b, "127.0.0.1", 0, &port), KV_OK);
+    snprintf(addr, sizeof addr, "127.0.0.1:%u", port);
+    uint64_t before = auth_failed(rt);
+    cr_assert_neq(kvp_rt_dial(rt, addr, 2000000000ull, &proc), KV_OK, "a secret on one side only");
+    /* the side whose HELLO arrives first refuses it, maybe before its own left */
+    WAIT_UNTIL(auth_failed(rt) - before + auth_failed(b) >= 1);
+    cr_assert(!kvp_rt_link_up(rt, 2) && !kvp_rt_link_up(b, 1));
+    kvp_rt_free(b);
+}
+
+static int raw_dial(uint16_t port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+static size_t bridge_frame(uint8_t *b, uint8_t type, const void *p, uint32_t n) {
+    for (uint32_t i = 0; i < 4; i++) b[i] = (uint8_t)((1u + n) >> (8 * i));
+    b[4] = type;
+    memcpy(b + 5, p, n);
+    return 5u + n;
+}
+
+/* Reads until EOF, whatever arrives first (the listener's HELLO). */
+static void expect_eof(int fd) {
+    uint8_t junk[4096];
+    for (;;) {
+        ssize_t r = recv(fd, junk, sizeof junk, 0);
+        if (r == 0 || (r < 0 && errno == ECONNRESET)) break;
+        cr_assert(r > 0, "link not closed (recv: %s)", r < 0 ? strerror(errno) : "");
+    }
+    close(fd);
+}
+
+Test(thread_rt, bridge_link_without_the_secret_never_comes_up) {
+    kv_auth_key k = bkey(3);
+    cr_assert_eq(kvp_rt_set_secret(rt, &k), KV_OK);
+    kvp_rt_set_handshake_deadline_ms(rt, 200);
+    static count_actor ca;
+    memset(&ca, 0, sizeof ca);
+    uint32_t sink = 0;
+    cr_assert_eq(kv_rt_spawn(kvp_rt_iface(rt), "a.count", 0, count_fn, &ca, 1u << 16, &sink), KV_OK);
+    cr_assert_eq(kvp_rt_start(rt), KV_OK);
+    uint16_t port = 0;
+    cr_assert_eq(kvp_rt_listen(rt, "127.0.0.1", 0, &port), KV_OK);
+    /* the proxy's own HELLO replayed (magic, ABI and process in clear), a
+     * nonce, then a guessed PROOF: closed */
+    uint8_t hello[12 + KV_AUTH_NONCE_BYTES] = {0x4b, 0x56, 0x42, 0x31, 0xbc, 0x0a, 0, 0, 2, 0, 0, 0};
+    memset(hello + 12, 0x22, KV_AUTH_NONCE_BYTES);
+    uint8_t zero[KV_AUTH_MAC_BYTES] = {0}, f[256];
+    int fd = raw_dial(port);
+    send_all(fd, f, bridge_frame(f, 1, hello, sizeof hello));
+    send_all(fd, f, bridge_frame(f, 4, zero, sizeof zero));
+    expect_eof(fd);
+    /* the HELLO, then a POST (a forged ENGINE_DOWN-style message) before any PROOF */
+    uint8_t post[12 + 4] = {0};
+    memcpy(post, &sink, 4);
+    post[8] = (uint8_t)KV_M_ABORT;
+    fd = raw_dial(port);
+    send_all(fd, f, bridge_frame(f, 1, hello, sizeof hello));
+    send_all(fd, f, bridge_frame(f, 3, post, sizeof post));
+    expect_eof(fd);
+    /* the old HELLO without a nonce */
+    fd = raw_dial(port);
+    send_all(fd, f, bridge_frame(f, 1, hello, 12));
+    expect_eof(fd);
+    /* a connection that says nothing: closed at the deadline */
+    fd = raw_dial(port);
+    expect_eof(fd);
+    cr_assert_eq(auth_failed(rt), 4);
+    cr_assert(!kvp_rt_link_up(rt, 2));
+    nap_us(20000);
+    cr_assert_eq(atomic_load(&ca.n), 0, "a post crossed a link that never came up");
 }

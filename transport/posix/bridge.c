@@ -8,9 +8,20 @@
  *                                                    what the receiver knew of it)
  *   POST  (3) to:u32 src:u32 kind:u32 payload        one kv_rt post, payload <=
  *                                                    KV_MSG_PAYLOAD_MAX raw bytes
+ * With a cluster secret (kvp_rt_set_secret; transport/README.md, "Threat
+ * model") the HELLO carries a nonce and each side proves the secret before
+ * the link is up; its DIR follows its PROOF:
+ *   HELLO (1) magic abi proc nonce[32]
+ *   PROOF (4) mac[32] = MAC("kvconn bridge", nonce of the receiver, nonce of
+ *             the sender, proc of the sender, proc of the receiver, abi)
+ * (MAC: HMAC-SHA-256 under the secret, transport/auth/auth.h.) Nonces are
+ * fresh per link; the order of the parts makes a proof useless in the other
+ * direction, and a HELLO that echoes our own nonce is refused.
  * Anything else, a frame larger than a POST can be, an ABI or magic mismatch,
- * a second link for one process, or a POST before HELLO closes the link with
- * an error logged. A POST for an actor this process does not have is logged
+ * a second link for one process, a wrong PROOF, a HELLO whose size says the
+ * two sides disagree on having a secret, or a DIR or POST before the link is
+ * up closes the link with an error logged (rate-limited, counted). So does a
+ * link not up within the handshake deadline. A POST for an actor this process does not have is logged
  * and dropped. A POST whose mailbox is full stays in the receive buffer and
  * the link stops reading (TCP back-pressure) until there is room.
  *
@@ -44,8 +55,14 @@
 #define BR_DIR_ENTRY (4u + KVP_NAME_MAX)
 #define BR_READS_PER_POLL 16u
 
-enum { B_HELLO = 1, B_DIR = 2, B_POST = 3 };
-enum { LINK_HELLO = 1, LINK_UP = 2 };
+enum { B_HELLO = 1, B_DIR = 2, B_POST = 3, B_PROOF = 4 };
+enum { LINK_HELLO = 1, LINK_UP = 2, LINK_PROOF = 3 };
+#define BR_HELLO_PLAIN 12u
+#define BR_HELLO_AUTH (BR_HELLO_PLAIN + KV_AUTH_NONCE_BYTES)
+#define BR_LABEL "kvconn bridge"
+#define BR_DEADLINE_MS_DEFAULT 5000u
+#define BR_LOG_FIRST 16u
+#define BR_LOG_EVERY 1024u
 
 static void put32(uint8_t *p, uint32_t v) {
     for (uint32_t i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8u * i));
@@ -85,12 +102,28 @@ static void tx_hdr(kvp_link *l, uint32_t body, uint8_t type) {
 }
 
 static void queue_hello(kvp_rt *rt, kvp_link *l) {
-    uint8_t b[12];
+    uint8_t b[BR_HELLO_AUTH];
+    uint32_t n = rt->br.key.set ? BR_HELLO_AUTH : BR_HELLO_PLAIN;
     put32(b, BR_MAGIC);
     put32(b + 4, rt->cfg.abi);
     put32(b + 8, rt->cfg.proc);
-    tx_hdr(l, sizeof b, B_HELLO);
-    tx_put(l, b, sizeof b);
+    if (rt->br.key.set) {
+        kv_auth_random(l->nonce_mine, sizeof l->nonce_mine);
+        memcpy(b + BR_HELLO_PLAIN, l->nonce_mine, sizeof l->nonce_mine);
+    }
+    tx_hdr(l, n, B_HELLO);
+    tx_put(l, b, n);
+}
+
+/* The proof `from` gives `to`: receiver's nonce first (see the top). */
+static void proof_mac(const kvp_rt *rt, const uint8_t *nonce_to, const uint8_t *nonce_from, uint32_t from, uint32_t to,
+                      uint8_t out[KV_AUTH_MAC_BYTES]) {
+    uint8_t ids[12];
+    put32(ids, from);
+    put32(ids + 4, to);
+    put32(ids + 8, rt->cfg.abi);
+    kv_auth_part parts[] = {{nonce_to, KV_AUTH_NONCE_BYTES}, {nonce_from, KV_AUTH_NONCE_BYTES}, {ids, sizeof ids}};
+    kv_auth_mac(&rt->br.key, BR_LABEL, parts, 3, out);
 }
 
 static void queue_dir(kvp_rt *rt, kvp_link *l) {
@@ -126,9 +159,10 @@ static uint32_t link_add(kvp_rt *rt, int fd) {
         l->used = true;
         l->fd = fd;
         l->state = LINK_HELLO;
-        l->proc = KVP_NONE;
+        l->proc = l->peer_proc = KVP_NONE;
+        l->opened_ns = kvp_mono_ns();
         queue_hello(rt, l);
-        queue_dir(rt, l);
+        if (!b->key.set) queue_dir(rt, l); /* with a secret, after our PROOF */
         return i;
     }
     return KVP_NONE;
@@ -142,8 +176,9 @@ static void link_close(kvp_rt *rt, uint32_t li, const char *why) {
         b->proc_link[l->proc] = KVP_NONE;
         atomic_fetch_add(&rt->c_losses, 1);
         if (!b->quit) kv_logf(rt->env, KV_LOG_WARN, "bridge: link to process %u lost: %s", l->proc, why);
-    } else if (!b->quit) {
-        kv_logf(rt->env, KV_LOG_WARN, "bridge: link closed before HELLO: %s", why);
+    } else if (!b->quit && (++b->closed_early <= BR_LOG_FIRST || b->closed_early % BR_LOG_EVERY == 0)) {
+        kv_logf(rt->env, KV_LOG_WARN, "bridge: link closed before it was up: %s (%llu so far)", why,
+                (unsigned long long)b->closed_early);
     }
     close(l->fd);
     kv_release(rt->env, l->tx);
@@ -153,10 +188,26 @@ static void link_close(kvp_rt *rt, uint32_t li, const char *why) {
     pthread_cond_broadcast(&b->cv);
 }
 
+/* The link is up: posts may cross it. */
+static void link_up(kvp_rt *rt, uint32_t li, uint32_t proc) {
+    kvp_bridge *b = &rt->br;
+    kvp_link *l = &b->link[li];
+    l->proc = proc;
+    l->state = LINK_UP;
+    b->proc_link[proc] = li;
+    pthread_cond_broadcast(&b->cv);
+}
+
 static bool on_hello(kvp_rt *rt, uint32_t li, const uint8_t *p, uint32_t n) {
     kvp_bridge *b = &rt->br;
     kvp_link *l = &b->link[li];
-    if (n != 12 || l->state != LINK_HELLO) return false;
+    if (l->state != LINK_HELLO) return false;
+    if (n != (b->key.set ? BR_HELLO_AUTH : BR_HELLO_PLAIN)) {
+        l->bad = n == BR_HELLO_PLAIN  ? "a HELLO without a nonce: the peer has no cluster secret"
+                 : n == BR_HELLO_AUTH ? "a HELLO with a nonce: the peer has a cluster secret and this process has none"
+                                      : "a HELLO of the wrong size";
+        return false;
+    }
     uint32_t magic = get32(p), abi = get32(p + 4), proc = get32(p + 8);
     if (magic != BR_MAGIC || abi != rt->cfg.abi) {
         kv_logf(rt->env, KV_LOG_ERROR, "bridge: HELLO with magic %#x abi %#x (want %#x): different build",
@@ -168,10 +219,47 @@ static bool on_hello(kvp_rt *rt, uint32_t li, const uint8_t *p, uint32_t n) {
                 proc);
         return false;
     }
-    l->proc = proc;
-    l->state = LINK_UP;
-    b->proc_link[proc] = li;
-    pthread_cond_broadcast(&b->cv);
+    if (!b->key.set) {
+        link_up(rt, li, proc);
+        return true;
+    }
+    memcpy(l->nonce_peer, p + BR_HELLO_PLAIN, KV_AUTH_NONCE_BYTES);
+    if (memcmp(l->nonce_peer, l->nonce_mine, KV_AUTH_NONCE_BYTES) == 0) {
+        l->bad = "a HELLO that echoes this side's nonce";
+        return false;
+    }
+    uint8_t mac[KV_AUTH_MAC_BYTES];
+    proof_mac(rt, l->nonce_peer, l->nonce_mine, rt->cfg.proc, proc, mac);
+    tx_hdr(l, sizeof mac, B_PROOF);
+    tx_put(l, mac, sizeof mac);
+    queue_dir(rt, l);
+    l->peer_proc = proc;
+    l->state = LINK_PROOF;
+    return true;
+}
+
+static bool on_proof(kvp_rt *rt, uint32_t li, const uint8_t *p, uint32_t n) {
+    kvp_bridge *b = &rt->br;
+    kvp_link *l = &b->link[li];
+    if (l->state != LINK_PROOF || n != KV_AUTH_MAC_BYTES) {
+        l->bad = b->key.set ? "a PROOF out of the handshake's order or of the wrong size"
+                            : "a PROOF: the peer has a cluster secret and this process has none";
+        return false;
+    }
+    uint8_t ids[12];
+    put32(ids, l->peer_proc);
+    put32(ids + 4, rt->cfg.proc);
+    put32(ids + 8, rt->cfg.abi);
+    kv_auth_part parts[] = {{l->nonce_mine, KV_AUTH_NONCE_BYTES}, {l->nonce_peer, KV_AUTH_NONCE_BYTES}, {ids, sizeof ids}};
+    if (!kv_auth_check(&b->key, BR_LABEL, parts, 3, p)) {
+        l->bad = "the peer does not hold the cluster secret (its PROOF does not check out)";
+        return false;
+    }
+    if (b->proc_link[l->peer_proc] != KVP_NONE) {
+        l->bad = "a second link for a process that has one";
+        return false;
+    }
+    link_up(rt, li, l->peer_proc);
     return true;
 }
 
@@ -212,6 +300,9 @@ static frame_res parse_one(kvp_rt *rt, uint32_t li) {
     switch (h[4]) {
     case B_HELLO:
         if (!on_hello(rt, li, body, n)) return F_ERR;
+        break;
+    case B_PROOF:
+        if (!on_proof(rt, li, body, n)) return F_ERR;
         break;
     case B_DIR:
         if (!on_dir(rt, li, body, n)) return F_ERR;
@@ -255,7 +346,9 @@ static bool parse_link(kvp_rt *rt, uint32_t li) {
     for (;;) {
         frame_res r = parse_one(rt, li);
         if (r == F_ERR) {
-            link_close(rt, li, "protocol error (bad frame)");
+            const char *why = l->bad ? l->bad : "protocol error (bad frame)";
+            if (l->state != LINK_UP && (rt->br.key.set || l->bad)) atomic_fetch_add(&rt->c_auth_failed, 1);
+            link_close(rt, li, why);
             return false;
         }
         if (r == F_STOP) break;
@@ -316,6 +409,21 @@ static void accept_links(kvp_rt *rt) {
     }
 }
 
+/* Closes links that are not up within the deadline: a peer that connects
+ * and says nothing, trickles, or cannot prove the secret holds a link slot
+ * no longer than that. */
+static void close_late_links(kvp_rt *rt) {
+    kvp_bridge *b = &rt->br;
+    uint64_t now = kvp_mono_ns();
+    for (uint32_t i = 0; i < KVP_LINKS_MAX; i++) {
+        kvp_link *l = &b->link[i];
+        if (!l->used || l->state == LINK_UP || now - l->opened_ns < b->deadline_ns) continue;
+        atomic_fetch_add(&rt->c_auth_failed, 1);
+        link_close(rt, i, b->key.set ? "no HELLO and challenge-response within the deadline"
+                                     : "no HELLO within the deadline");
+    }
+}
+
 /* ---- the bridge thread ------------------------------------------------------------ */
 
 static void *bridge_main(void *arg) {
@@ -362,6 +470,7 @@ static void *bridge_main(void *arg) {
             if (rev & (POLLIN | POLLERR | POLLHUP)) link_read(rt, li);
             if (l->used && l->tx_head != l->tx_tail) link_flush(rt, li);
         }
+        close_late_links(rt);
     }
     pthread_mutex_unlock(&b->mu);
     return NULL;
@@ -395,6 +504,7 @@ void kvp_bridge_init(kvp_rt *rt) {
     pthread_cond_init(&b->cv, &ca);
     pthread_condattr_destroy(&ca);
     b->listen_fd = b->wake_rd = b->wake_wr = -1;
+    b->deadline_ns = (uint64_t)BR_DEADLINE_MS_DEFAULT * 1000000u;
     for (uint32_t i = 0; i < KVP_PROCS_MAX; i++) b->proc_link[i] = KVP_NONE;
     for (uint32_t i = 0; i < KVP_LINKS_MAX; i++) b->link[i].fd = -1;
 }
@@ -420,6 +530,7 @@ void kvp_bridge_deinit(kvp_rt *rt) {
     if (b->wake_rd >= 0) close(b->wake_rd);
     if (b->wake_wr >= 0) close(b->wake_wr);
     b->wake_rd = b->wake_wr = -1;
+    kv_auth_forget(&b->key);
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->cv);
 }
@@ -580,13 +691,33 @@ kv_status kvp_rt_publish(kvp_rt *rt) {
     pthread_mutex_lock(&b->mu);
     for (uint32_t i = 0; i < KVP_LINKS_MAX; i++) {
         kvp_link *l = &b->link[i];
-        if (!l->used) continue;
+        if (!l->used || (b->key.set && l->state == LINK_HELLO)) continue; /* its DIR follows its PROOF */
         if (tx_free(l) < BR_HDR + 4u + KVP_ACTORS_MAX * BR_DIR_ENTRY) st = KV_EFULL;
         else queue_dir(rt, l);
     }
     pthread_mutex_unlock(&b->mu);
     kick(b);
     return st;
+}
+
+kv_status kvp_rt_set_secret(kvp_rt *rt, const kv_auth_key *key) {
+    kvp_bridge *b = &rt->br;
+    kv_status st = KV_OK;
+    if (key && key->set && kv_auth_init() != KV_OK) return KV_EIO;
+    pthread_mutex_lock(&b->mu);
+    bool busy = b->listen_fd >= 0;
+    for (uint32_t i = 0; i < KVP_LINKS_MAX; i++) busy = busy || b->link[i].used;
+    if (busy) st = KV_ESTATE;
+    else if (key && key->set) b->key = *key;
+    else kv_auth_forget(&b->key);
+    pthread_mutex_unlock(&b->mu);
+    return st;
+}
+
+void kvp_rt_set_handshake_deadline_ms(kvp_rt *rt, uint32_t ms) {
+    pthread_mutex_lock(&rt->br.mu);
+    rt->br.deadline_ns = (uint64_t)(ms ? ms : 1u) * 1000000u;
+    pthread_mutex_unlock(&rt->br.mu);
 }
 
 bool kvp_rt_link_up(kvp_rt *rt, uint32_t proc) {

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "transport/auth/auth.h"
 #include "transport/posix/thread_rt.h"
 
 #define KVP_NONE UINT32_MAX
@@ -41,7 +42,7 @@ typedef struct kvp_remote_dir {
 typedef struct kvp_link {
     bool used;
     int fd;
-    uint32_t state;         /* LINK_HELLO, LINK_UP */
+    uint32_t state;         /* LINK_HELLO, LINK_PROOF (with a secret), LINK_UP */
     uint32_t proc;          /* the other side's process, KVP_NONE before HELLO */
     uint8_t *tx;            /* [BR_TX_CAP] ring; owned */
     uint64_t tx_head, tx_tail;
@@ -49,6 +50,10 @@ typedef struct kvp_link {
     uint32_t rx_len, rx_off;
     bool rx_blocked;        /* a POST waits for mailbox room */
     uint64_t refused;       /* POSTs the remote filter refused on this link */
+    uint64_t opened_ns;     /* for the handshake deadline */
+    uint32_t peer_proc;     /* the HELLO's process, until its PROOF checks out */
+    uint8_t nonce_mine[KV_AUTH_NONCE_BYTES], nonce_peer[KV_AUTH_NONCE_BYTES];
+    const char *bad;        /* why the last frame was refused */
 } kvp_link;
 
 typedef struct kvp_bridge {
@@ -61,6 +66,9 @@ typedef struct kvp_bridge {
     uint32_t proc_link[KVP_PROCS_MAX]; /* link index of an up link, or KVP_NONE */
     kvp_link link[KVP_LINKS_MAX];
     kvp_remote_dir dir[KVP_PROCS_MAX];
+    kv_auth_key key;        /* key.set: every link runs the challenge-response */
+    uint64_t deadline_ns;   /* a link not up this long after it opened is closed */
+    uint64_t closed_early;  /* links closed before they were up (log rate limit) */
 } kvp_bridge;
 
 struct kvp_rt {
@@ -94,6 +102,7 @@ struct kvp_rt {
     pthread_mutex_t world_serial; /* one stop-the-world at a time */
     kvp_bridge br;
     _Atomic uint64_t c_handled, c_full, c_unreachable, c_timer_retries, c_in, c_out, c_losses, c_refused;
+    _Atomic uint64_t c_auth_failed;
 };
 
 /* Copies a message into a local actor's mailbox (KV_EFULL if no room). */

@@ -582,5 +582,6 @@ void kvp_rt_counters_get(kvp_rt *rt, kvp_rt_counters *out) {
         .handled = atomic_load(&rt->c_handled), .full = atomic_load(&rt->c_full),
         .unreachable = atomic_load(&rt->c_unreachable), .timer_retries = atomic_load(&rt->c_timer_retries),
         .bridge_in = atomic_load(&rt->c_in), .bridge_out = atomic_load(&rt->c_out),
-        .link_losses = atomic_load(&rt->c_losses), .bridge_refused = atomic_load(&rt->c_refused)};
+        .link_losses = atomic_load(&rt->c_losses), .bridge_refused = atomic_load(&rt->c_refused),
+        .bridge_auth_failed = atomic_load(&rt->c_auth_failed)};
 }

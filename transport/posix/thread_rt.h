@@ -65,6 +65,8 @@ typedef struct kvp_rt_counters {
     uint64_t bridge_in, bridge_out; /* POST frames received / sent */
     uint64_t link_losses;
     uint64_t bridge_refused;  /* POST frames the remote filter refused (kvp_rt_set_remote_filter) */
+    uint64_t bridge_auth_failed; /* links closed in their handshake: a wrong proof, a frame out of
+                                    order, a secret on one side only, or the deadline */
 } kvp_rt_counters;
 
 kv_status kvp_rt_new(const kv_env *env, const kvp_rt_cfg *cfg, kvp_rt **out);
@@ -122,6 +124,15 @@ void kvp_rt_set_waiting(kvp_rt *rt, kvp_rt_waiting_fn fn, void *ctx);
  * before the first link. */
 typedef bool (*kvp_rt_remote_fn)(void *ctx, uint32_t kind, uint32_t len);
 void kvp_rt_set_remote_filter(kvp_rt *rt, kvp_rt_remote_fn fn, void *ctx);
+
+/* The cluster secret: every bridge link, listened or dialed, proves it both
+ * ways before it is up (bridge.c, top). NULL or an unset key: none. Before
+ * the first kvp_rt_listen or kvp_rt_dial (KV_ESTATE after); KV_EIO when the
+ * crypto library cannot start. */
+struct kv_auth_key;
+kv_status kvp_rt_set_secret(kvp_rt *rt, const struct kv_auth_key *key);
+/* A link that is not up this long after it opened is closed (default 5000). */
+void kvp_rt_set_handshake_deadline_ms(kvp_rt *rt, uint32_t ms);
 /* Sends the directory of local actors on every link (links opened later get
  * it with the HELLO). Call after spawning what others must look up. */
 kv_status kvp_rt_publish(kvp_rt *rt);
