@@ -21,7 +21,11 @@
 #  4. two P and two D engines (five processes): the proxy spreads the
 #     requests round-robin over both P and both D (every engine finishes
 #     half of them), every request ok, each D verified every block it
-#     received, all four pools report every block free at the end.
+#     received, all four pools report every block free at the end;
+#  5. a cluster secret (kvnode keygen): the proxy, P and D prove it on every
+#     link and the run is clean; decode engines with another secret or with
+#     none are refused (and the proxy logs why); without a secret kvnode will
+#     not listen on a non-loopback address.
 # KVNODE_BUILD picks the build (default build/; the TSan run uses build-tsan),
 # KVNODE_REQUESTS the request count. Every wait is bounded.
 set -uo pipefail
@@ -213,4 +217,37 @@ for e in 2 3; do [ "$(jget "$j" "d['engines'][$e]['load_errors']")" = 0 ] || fai
 [ "$(jget "$j" "d['block_bytes'] > 0 and (d['engines'][2]['verified_blocks'] + d['engines'][3]['verified_blocks']) * d['block_bytes'] == d['kv_bytes']")" = True ] ||
   fail "multi: D verified $(jget "$j" "d['engines'][2]['verified_blocks'] + d['engines'][3]['verified_blocks']") blocks for $(jget "$j" "d['kv_bytes']") bytes"
 echo "  $NM requests, 2 P + 2 D (5 processes): all ok, each engine $((NM / 2)), $(jget "$j" "d['engines'][2]['verified_blocks']") + $(jget "$j" "d['engines'][3]['verified_blocks']") blocks verified, 4 pools clean"
+# ---- 5: a cluster secret: every link proves it; a node with another one gets nothing -------
+S=$tmp/secret
+"$K" keygen "$S" 2>/dev/null || fail "auth: keygen"
+[ "$(stat -c %a "$S")" = 600 ] || fail "auth: the secret file is mode $(stat -c %a "$S")"
+"$K" keygen "$S" 2>"$tmp/keygen2.err" && fail "auth: keygen overwrote a secret"
+"$K" --role proxy --listen 0.0.0.0:0 --requests 1 2>"$tmp/open.err"; rc=$?
+[ $rc = 4 ] && grep -q "loopback (127.x) only" "$tmp/open.err" || fail "auth: a non-loopback listen without a secret was not refused (exit $rc)"
+NX=$(( N < 200 ? N : 200 ))
+"$K" keygen "$tmp/other" 2>/dev/null
+rm -f "$tmp/auth.port"
+"$K" --role proxy --secret-file "$S" --port-file "$tmp/auth.port" --json "$tmp/auth.json" --requests "$NX" \
+  >"$tmp/auth.proxy.out" 2>"$tmp/auth.proxy.err" &
+PX=$!; pids+=("$PX")
+for _ in $(seq 200); do [ -s "$tmp/auth.port" ] && break; sleep 0.05; done
+[ -s "$tmp/auth.port" ] || fail "auth: proxy did not start"
+port=$(cat "$tmp/auth.port")
+# an intruder with another secret, then one with none, before the honest engines
+"$K" --role decode --proxy "127.0.0.1:$port" --secret-file "$tmp/other" 2>"$tmp/intruder.err"; rc=$?
+[ $rc != 0 ] || fail "auth: a decode engine with another secret joined"
+"$K" --role decode --proxy "127.0.0.1:$port" 2>"$tmp/intruder2.err"; rc=$?
+[ $rc != 0 ] || fail "auth: a decode engine without a secret joined"
+# the side that checks the other's PROOF first logs it (the other sees the link close)
+cat "$tmp/auth.proxy.err" "$tmp/intruder.err" | grep -q "does not hold the cluster secret" || fail "auth: nobody logged the wrong secret"
+cat "$tmp/auth.proxy.err" "$tmp/intruder2.err" | grep -q "cluster secret" || fail "auth: nobody logged the missing secret"
+KVCONN_SECRET=$(cat "$S") "$K" --role prefill --proxy "127.0.0.1:$port" 2>"$tmp/auth.p.err" &
+PP=$!; pids+=("$PP")
+"$K" --role decode --proxy "127.0.0.1:$port" --secret-file "$S" 2>"$tmp/auth.d.err" &
+PD=$!; pids+=("$PD")
+finish auth
+j=$tmp/auth.json
+[ "$(jget "$j" "d['ok']")" = "$NX" ] || fail "auth: $(jget "$j" "d['ok']") of $NX ok"
+check_clean auth 0; check_clean auth 1
+echo "  $NX requests with a cluster secret (file for the proxy and D, KVCONN_SECRET for P): all ok, pools clean; engines with another secret or none refused and logged; no non-loopback listen without one"
 echo "kvnode ($B): ok"

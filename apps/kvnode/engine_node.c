@@ -125,6 +125,10 @@ static kv_status build(engine_node *n, const kvn_opts *o) {
     kvt *inner = NULL;
     st = kvt_tcp_new(&n->pe.env, o->host, &inner);
     if (st != KV_OK) return st;
+    if ((st = kvn_secure_kvt(o, inner)) != KV_OK) {
+        kvt_tcp_free(inner);
+        return st;
+    }
     kvp_net_cfg nc = {.inner = inner, .rt = n->rt, .event_data = kvt_tcp_event_data, .pollfds = kvt_tcp_pollfds};
 #ifdef KVCONN_HAVE_RDMA
     if (strcmp(o->transport, "rdma") == 0) { /* KV by RDMA WRITE; the TCP kvt carries control and set-up */
@@ -177,7 +181,7 @@ int kvn_run_engine(const kvn_opts *o) {
     kvp_env_cfg ec = {.seed = o->seed, .level = o->log_level, .tag = tag, .keep_going = false};
     if (o->index + 1 >= KVP_PROCS_MAX || kvp_env_init(&n.pe, &ec) != KV_OK) return EXIT_SIM;
     kvp_rt_cfg rc = {.proc = 1 + o->index, .abi = kvn_abi()};
-    if (kvp_rt_new(&n.pe.env, &rc, &n.rt) != KV_OK) return EXIT_SIM;
+    if (kvp_rt_new(&n.pe.env, &rc, &n.rt) != KV_OK || kvn_secure_rt(o, n.rt) != KV_OK) return EXIT_SIM;
     kvp_env_set_namer(&n.pe, namer, n.rt);
     kvp_rt_set_waiting(n.rt, kvn_say_waiting, tag);
     kvp_rt_set_remote_filter(n.rt, kvn_remote_ok, NULL);

@@ -29,6 +29,7 @@
 #include "apps/common/exit_codes.h"
 #include "core/block_pool.h"
 #include "core/engine.h"
+#include "transport/auth/auth.h"
 #include "transport/posix/posix_env.h"
 #include "transport/posix/thread_rt.h"
 
@@ -90,6 +91,9 @@ typedef struct kvn_opts {
     const char *kvmem;       /* engines: "host" (default), "staged" or "hbm" (core/kvmem.h) */
     const char *rdma_dev;    /* rdma: device name (NULL: the first) */
     uint32_t rdma_port;      /* rdma: port (1) */
+    const char *secret_file; /* --secret-file; without it the KVCONN_SECRET variable */
+    kv_auth_key key;         /* the cluster secret (key.set: every link proves it) */
+    uint32_t hello_ms;       /* HELLO (and challenge-response) deadline of every link */
 } kvn_opts;
 
 /* The ABI tag both ends of the bridge must share: sizes of every payload
@@ -104,6 +108,11 @@ void kvn_say_waiting(void *ctx, const char *what, uint64_t waited_ms, uint64_t l
  * process: the core's cross-process kinds (kv_msg_remote_ok) and kvnode's
  * admin kinds, each at its exact size. */
 bool kvn_remote_ok(void *ctx, uint32_t kind, uint32_t len);
+
+/* The cluster secret of o (already loaded by main) on a TCP kvt and on the
+ * runtime's bridge, with o's HELLO deadline. */
+kv_status kvn_secure_kvt(const kvn_opts *o, kvt *t);
+kv_status kvn_secure_rt(const kvn_opts *o, kvp_rt *rt);
 
 int kvn_run_engine(const kvn_opts *o);
 int kvn_run_proxy(const kvn_opts *o);

@@ -8,6 +8,7 @@
 #include "apps/kvnode/kvnode.h"
 #include "core/msgs.h"
 #include "core/proxy.h"
+#include "transport/tcp/tcp.h"
 
 uint32_t kvn_abi(void) {
     static const size_t sizes[] = {sizeof(kv_req_spec),     sizeof(kv_m_abort),   sizeof(kv_m_req_done),
@@ -54,14 +55,28 @@ void kvn_stats_line(const kvn_stats *s, char *out, size_t cap) {
                  (unsigned long long)s->violations, (unsigned long long)s->st.turned_away);
 }
 
+kv_status kvn_secure_kvt(const kvn_opts *o, kvt *t) {
+    kvt_tcp_set_hello_deadline_ms(t, o->hello_ms);
+    return kvt_tcp_set_secret(t, &o->key);
+}
+
+kv_status kvn_secure_rt(const kvn_opts *o, kvp_rt *rt) {
+    kvp_rt_set_handshake_deadline_ms(rt, o->hello_ms);
+    return kvp_rt_set_secret(rt, &o->key);
+}
+
 static FILE *json_stdout; /* --json -: stdout, taken over before anything was printed */
 
 FILE *kvn_json_open(const kvn_opts *o) { return json_stdout ? json_stdout : fopen(o->json, "w"); }
 
 static void usage(FILE *out) {
     fputs("usage: kvnode --role prefill|decode|proxy|blast|kvt-blast [options]   (kvnode --help, kvnode --version)\n"
+          "       kvnode keygen PATH   (writes a new cluster secret, mode 0600; never overwrites)\n"
           "  options take --opt value or --opt=value; numbers are decimal and range-checked\n"
           "  common:  --host IP (transport bind, 127.0.0.1)  --seed N  --log debug|info|warn|error\n"
+          "           --secret-file PATH (the cluster secret; without it $KVCONN_SECRET, 64 hex digits;\n"
+          "           with neither, links are unauthenticated and every address must be loopback)\n"
+          "           --hello-ms N (5000: a link that has not proved the secret by then is closed)\n"
           "           --groups N (1)  --tp N (1)  --block-size N (16)  --pool-blocks N (1024)  --head-bytes N (16384)\n"
           "           (a block holds --head-bytes x 4 heads / tp bytes per group and worker: 64 KiB by default)\n"
           "           --step-us N (0)  --recv-timeout-ms N (10000)  --abort-timeout-ms N (5000)\n"
@@ -125,6 +140,7 @@ static int parse_arg(kvn_opts *o, const char *k, const char *v) {
         {"--groups", &o->groups},         {"--blast-mb", &o->blast_mb},
         {"--blast-buf-mb", &o->blast_buf_mb}, {"--rdma-port", &o->rdma_port},
         {"--prefills", &o->prefills},     {"--decodes", &o->decodes},
+        {"--hello-ms", &o->hello_ms},
     };
     static const char *const transports[] = {"tcp", "rdma"}, *const kvmems[] = {"host", "staged", "hbm"},
                              *const levels[] = {"debug", "info", "warn", "error"};
@@ -142,6 +158,7 @@ static int parse_arg(kvn_opts *o, const char *k, const char *v) {
         o->kvmem = v;
     } else if (strcmp(k, "--rdma-dev") == 0) o->rdma_dev = v;
     else if (strcmp(k, "--port-file") == 0) o->port_file = v;
+    else if (strcmp(k, "--secret-file") == 0) o->secret_file = v;
     else if (strcmp(k, "--json") == 0) o->json = v;
     else if (strcmp(k, "--seed") == 0) return kv_cli_u64(v, 0, UINT64_MAX, &o->seed) == 0;
     else if (strcmp(k, "--abort-frac") == 0) return parse_frac(v, &o->abort_frac);
@@ -228,13 +245,52 @@ static int check_opts(const kvn_opts *o) {
     return 0;
 }
 
+static bool loopback(const char *host_or_addr) {
+    return strncmp(host_or_addr, "127.", 4) == 0;
+}
+
+/* The cluster secret from --secret-file or $KVCONN_SECRET; without one,
+ * only loopback addresses. 0 or the exit code after a message. */
+static int load_secret(kvn_opts *o) {
+    char err[512];
+    kv_status st = kv_auth_init();
+    if (st != KV_OK) return fputs("kvnode: the crypto library (libsodium) cannot start\n", stderr), EXIT_SIM;
+    st = o->secret_file ? kv_auth_load_file(o->secret_file, &o->key, err, sizeof err)
+                        : kv_auth_load_env(KV_AUTH_ENV, &o->key, err, sizeof err);
+    if (st != KV_OK && st != KV_ENOENT) return fprintf(stderr, "kvnode: %s\n", err), EXIT_BAD_INPUT;
+    if (o->key.set) return 0;
+    const char *listens[] = {o->host, strcmp(o->role, "proxy") == 0 ? o->listen : "127.0.0.1"};
+    const char *names[] = {"--host", "--listen"};
+    for (int i = 0; i < 2; i++)
+        if (!loopback(listens[i]))
+            return fprintf(stderr,
+                           "kvnode: %s %s: without a cluster secret kvnode listens on loopback (127.x) only; give "
+                           "--secret-file PATH or %s (kvnode keygen PATH writes one)\n",
+                           names[i], listens[i], KV_AUTH_ENV),
+                   EXIT_USAGE;
+    return 0;
+}
+
+static int keygen(int argc, char **argv) {
+    char err[512];
+    if (argc != 3 || argv[2][0] == '-')
+        return fputs("usage: kvnode keygen PATH\n", stderr), EXIT_USAGE;
+    if (kv_auth_init() != KV_OK) return fputs("kvnode: the crypto library (libsodium) cannot start\n", stderr), EXIT_SIM;
+    kv_status st = kv_auth_generate(argv[2], err, sizeof err);
+    if (st != KV_OK) return fprintf(stderr, "kvnode keygen: %s\n", err), st == KV_EEXIST ? EXIT_BAD_INPUT : EXIT_SIM;
+    fprintf(stderr, "kvnode keygen: wrote a new cluster secret to %s (mode 0600); give it to every node with "
+                    "--secret-file\n", argv[2]);
+    return EXIT_CLEAN;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "keygen") == 0) return keygen(argc, argv);
     kvn_opts o = {.listen = "127.0.0.1:0", .host = "127.0.0.1", .index = UINT32_MAX, .requests = 1000,
                   .window = 16, .abort_max_us = 20000, .prompt_min = 256, .prompt_max = 1000,
                   .decode_tokens = 2, .tp = 1, .block_size = 16, .pool_blocks = 1024, .head_bytes = KVN_HEAD_BYTES_DEFAULT,
                   .max_batched_tokens = 8192, .recv_timeout_ms = 10000, .abort_timeout_ms = 5000,
                   .groups = 1, .transport = "tcp", .kvmem = "host", .rdma_port = 1, .prefills = 1, .decodes = 1,
-                  .stall_ms = 30000, .policy = KV_POLICY_FAIL, .log_level = KV_LOG_WARN};
+                  .stall_ms = 30000, .policy = KV_POLICY_FAIL, .log_level = KV_LOG_WARN, .hello_ms = 5000};
     for (int i = 1; i < argc; i++) {
         int done = -1, rc;
         if (take_flag(&o, argv[i], &done) > 0) {
@@ -245,6 +301,7 @@ int main(int argc, char **argv) {
     }
     int rc = check_opts(&o);
     if (rc) return rc;
+    if ((rc = load_secret(&o))) return rc;
     signal(SIGPIPE, SIG_IGN);
     if (!o.quiesce_ms) o.quiesce_ms = o.abort_timeout_ms + o.recv_timeout_ms + 5000;
     if (o.json && kv_cli_is_stdout(o.json) && !(json_stdout = kv_cli_open_out(o.json, "w")))

@@ -484,7 +484,7 @@ int kvn_run_proxy(const kvn_opts *o) {
     kvp_env_cfg ec = {.seed = o->seed, .level = o->log_level, .tag = "proxy", .keep_going = false};
     kvp_env_init(&n.pe, &ec);
     kvp_rt_cfg rc = {.proc = 0, .abi = kvn_abi()};
-    if (kvp_rt_new(&n.pe.env, &rc, &n.rt) != KV_OK) return EXIT_SIM;
+    if (kvp_rt_new(&n.pe.env, &rc, &n.rt) != KV_OK || kvn_secure_rt(o, n.rt) != KV_OK) return EXIT_SIM;
     kvp_env_set_namer(&n.pe, namer, n.rt);
     kvp_rt_set_waiting(n.rt, kvn_say_waiting, (void *)"proxy");
     kvp_rt_set_remote_filter(n.rt, kvn_remote_ok, NULL);
