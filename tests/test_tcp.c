@@ -792,3 +792,24 @@ Test(tcp, without_a_secret_a_silent_client_is_closed_at_the_hello_deadline_too) 
     cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "ok", 2), KV_OK);
     PUMP_UNTIL(count(&B, KVT_EV_CTRL) == 1);
 }
+
+Test(tcp_auth, a_flood_of_silent_clients_cannot_keep_an_honest_peer_out) {
+    int fds[40];
+    kvt_tcp_set_hello_deadline_ms(B.t, 300);
+    A.polling = false;
+    for (uint32_t i = 0; i < 40; i++) { /* all from 127.0.0.1, as the honest peer */
+        fds[i] = raw_connect(&B.addr);
+        pump();
+    }
+    pump_for_ms(20);
+    kvt_tcp_stats st = stats(&B);
+    cr_assert_eq(st.evicted, 32, "8 may wait in their HELLO per address: %llu evicted", (unsigned long long)st.evicted);
+    cr_assert(strstr(te.last_warn, "evicted: too many connections from its address"), "%s", te.last_warn);
+    A.polling = true;
+    kvt_peer pb;
+    cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
+    cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "ok", 2), KV_OK);
+    PUMP_UNTIL(count(&B, KVT_EV_CTRL) == 1);
+    cr_assert_eq(stats(&B).auth_ok, 1);
+    for (uint32_t i = 0; i < 40; i++) expect_closed(fds[i]); /* evicted now, or at the deadline */
+}

@@ -94,6 +94,7 @@ typedef struct kvn_opts {
     const char *secret_file; /* --secret-file; without it the KVCONN_SECRET variable */
     kv_auth_key key;         /* the cluster secret (key.set: every link proves it) */
     uint32_t hello_ms;       /* HELLO (and challenge-response) deadline of every link */
+    uint32_t max_pending, max_pending_addr; /* transport connections in their HELLO: all, per address */
 } kvn_opts;
 
 /* The ABI tag both ends of the bridge must share: sizes of every payload

@@ -57,6 +57,7 @@ void kvn_stats_line(const kvn_stats *s, char *out, size_t cap) {
 
 kv_status kvn_secure_kvt(const kvn_opts *o, kvt *t) {
     kvt_tcp_set_hello_deadline_ms(t, o->hello_ms);
+    kvt_tcp_set_admission(t, o->max_pending, o->max_pending_addr);
     return kvt_tcp_set_secret(t, &o->key);
 }
 
@@ -77,6 +78,8 @@ static void usage(FILE *out) {
           "           --secret-file PATH (the cluster secret; without it $KVCONN_SECRET, 64 hex digits;\n"
           "           with neither, links are unauthenticated and every address must be loopback)\n"
           "           --hello-ms N (5000: a link that has not proved the secret by then is closed)\n"
+          "           --max-pending N (16)  --max-pending-per-addr N (8): transport connections still in\n"
+          "           their HELLO, at most; a new one over a limit evicts the oldest (logged, counted)\n"
           "           --groups N (1)  --tp N (1)  --block-size N (16)  --pool-blocks N (1024)  --head-bytes N (16384)\n"
           "           (a block holds --head-bytes x 4 heads / tp bytes per group and worker: 64 KiB by default)\n"
           "           --step-us N (0)  --recv-timeout-ms N (10000)  --abort-timeout-ms N (5000)\n"
@@ -140,7 +143,8 @@ static int parse_arg(kvn_opts *o, const char *k, const char *v) {
         {"--groups", &o->groups},         {"--blast-mb", &o->blast_mb},
         {"--blast-buf-mb", &o->blast_buf_mb}, {"--rdma-port", &o->rdma_port},
         {"--prefills", &o->prefills},     {"--decodes", &o->decodes},
-        {"--hello-ms", &o->hello_ms},
+        {"--hello-ms", &o->hello_ms},     {"--max-pending", &o->max_pending},
+        {"--max-pending-per-addr", &o->max_pending_addr},
     };
     static const char *const transports[] = {"tcp", "rdma"}, *const kvmems[] = {"host", "staged", "hbm"},
                              *const levels[] = {"debug", "info", "warn", "error"};
@@ -223,6 +227,9 @@ static int check_opts(const kvn_opts *o) {
         return fprintf(stderr, "kvnode: --prefills and --decodes must be at least 1 and add up to at most %u\n",
                        KV_ENGINES_MAX),
                EXIT_USAGE;
+    if (!o->hello_ms || !o->max_pending || !o->max_pending_addr)
+        return fputs("kvnode: --hello-ms, --max-pending and --max-pending-per-addr must be at least 1\n", stderr),
+               EXIT_USAGE;
     bool engine = strcmp(o->role, "prefill") == 0 || strcmp(o->role, "decode") == 0;
     if (!engine && strcmp(o->role, "proxy") && strcmp(o->role, "blast") && strcmp(o->role, "kvt-blast"))
         return fprintf(stderr, "kvnode: --role: unknown role '%s'\n", o->role), usage_error();
@@ -290,7 +297,8 @@ int main(int argc, char **argv) {
                   .decode_tokens = 2, .tp = 1, .block_size = 16, .pool_blocks = 1024, .head_bytes = KVN_HEAD_BYTES_DEFAULT,
                   .max_batched_tokens = 8192, .recv_timeout_ms = 10000, .abort_timeout_ms = 5000,
                   .groups = 1, .transport = "tcp", .kvmem = "host", .rdma_port = 1, .prefills = 1, .decodes = 1,
-                  .stall_ms = 30000, .policy = KV_POLICY_FAIL, .log_level = KV_LOG_WARN, .hello_ms = 5000};
+                  .stall_ms = 30000, .policy = KV_POLICY_FAIL, .log_level = KV_LOG_WARN, .hello_ms = 5000,
+                  .max_pending = 16, .max_pending_addr = 8};
     for (int i = 1; i < argc; i++) {
         int done = -1, rc;
         if (take_flag(&o, argv[i], &done) > 0) {

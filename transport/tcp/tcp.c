@@ -121,6 +121,8 @@
 #define NONCE KV_AUTH_NONCE_BYTES
 #define MAC KV_AUTH_MAC_BYTES
 #define HELLO_DEADLINE_MS_DEFAULT 5000u
+#define PENDING_MAX_DEFAULT 16u       /* accepted connections still in their handshake, at most */
+#define PENDING_PER_ADDR_DEFAULT 8u   /* of them from one IP address */
 #define AUTH_LOG_FIRST 16u   /* rejections logged one by one, then every AUTH_LOG_EVERY-th */
 #define AUTH_LOG_EVERY 1024u
 
@@ -177,6 +179,7 @@ typedef struct tc_conn {
     uint8_t nonce_mine[NONCE], nonce_peer[NONCE];
     kvt_addr claimed;                     /* the HELLO's address, until its PROOF checks out */
     char from[24];                        /* the remote a.b.c.d:port, for log lines */
+    uint32_t from_ip;                     /* the remote IPv4 address (accepted connections) */
     const char *bad;                      /* why the last frame was refused, for the log line */
     uint8_t *lane;                        /* [LANE_CAP]: whole CTRL / WRITE_ACK frames */
     uint32_t lane_len, lane_off;          /* bytes in the lane; of them sent */
@@ -223,6 +226,7 @@ typedef struct tcp {
     uint32_t ev_n;
     kv_auth_key key;        /* key.set: every connection runs the challenge-response */
     uint64_t hello_deadline_ns;
+    uint32_t pending_max, pending_per_addr;
     kvt_tcp_stats st;
 } tcp;
 
@@ -1134,12 +1138,43 @@ static void conn_connected(tcp *s, uint32_t ci, short rev) {
     c->state = CS_OPEN;
 }
 
+/* An accepted connection that has not finished its HELLO (and proof). */
+static bool pending(const tc_conn *c) {
+    return (c->state == CS_OPEN || c->state == CS_CONNECTING) && c->from_ip != 0 &&
+           (c->au != AU_OK || c->peer == TC_NONE);
+}
+
+/* Admission: at most pending_max accepted connections in their handshake,
+ * pending_per_addr of them from one address. A new connection over either
+ * limit evicts the oldest pending one (of that address, else of all): a
+ * client that never finishes its HELLO cannot keep honest peers out, which
+ * finish theirs in one round trip, and the slots above pending_max are
+ * left to authenticated peers. */
+static void admit(tcp *s, uint32_t ip) {
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t n = 0, oldest = TC_NONE;
+        for (uint32_t i = 0; i < KVT_TCP_CONNS_MAX; i++) {
+            const tc_conn *c = &s->conn[i];
+            if (!pending(c) || (pass == 0 && c->from_ip != ip)) continue;
+            n++;
+            if (oldest == TC_NONE || c->opened_ns < s->conn[oldest].opened_ns) oldest = i;
+        }
+        uint32_t limit = pass == 0 ? s->pending_per_addr : s->pending_max;
+        if (n >= limit && oldest != TC_NONE)
+            auth_reject(s, oldest, &s->st.evicted,
+                        pass == 0 ? "evicted: too many connections from its address in their HELLO"
+                                  : "evicted: too many connections in their HELLO");
+    }
+}
+
 static void accept_some(tcp *s, uint32_t ep) {
     for (uint32_t g = 0; g < ACCEPTS_PER_POLL; g++) {
         struct sockaddr_in sa;
         socklen_t sl = sizeof sa;
         int fd = accept(s->ep[ep].fd, (struct sockaddr *)&sa, &sl);
         if (fd < 0) return;
+        uint32_t ip = sa.sin_family == AF_INET ? ntohl(sa.sin_addr.s_addr) : 1u;
+        admit(s, ip ? ip : 1u);
         uint32_t ci = conn_alloc(s);
         if (ci == TC_NONE || !set_nonblock(fd)) {
             uint64_t n = ++s->st.refused_no_slot;
@@ -1156,10 +1191,11 @@ static void accept_some(tcp *s, uint32_t ep) {
         c->ep = ep;
         c->state = CS_OPEN;
         c->opened_ns = kv_now_ns(s->env);
+        c->from_ip = ip ? ip : 1u;
         c->au = s->key.set ? AU_WAIT_HELLO : AU_OK;
-        char ip[INET_ADDRSTRLEN] = "?";
-        if (sa.sin_family == AF_INET) (void)inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
-        snprintf(c->from, sizeof c->from, "%s:%u", ip, (unsigned)ntohs(sa.sin_port));
+        char text[INET_ADDRSTRLEN] = "?";
+        if (sa.sin_family == AF_INET) (void)inet_ntop(AF_INET, &sa.sin_addr, text, sizeof text);
+        snprintf(c->from, sizeof c->from, "%s:%u", text, (unsigned)ntohs(sa.sin_port));
     }
 }
 
@@ -1330,6 +1366,8 @@ kv_status kvt_tcp_new(const kv_env *env, const char *bind_host, kvt **out) {
     memcpy(s->host, bind_host, hl);
     kvt_region_tab_init(&s->reg, s->reg_store, KVT_TCP_REGIONS_MAX);
     s->hello_deadline_ns = (uint64_t)HELLO_DEADLINE_MS_DEFAULT * 1000000u;
+    s->pending_max = PENDING_MAX_DEFAULT;
+    s->pending_per_addr = PENDING_PER_ADDR_DEFAULT;
     if (!alloc_tables(s)) {
         op_close(&s->self);
         return KV_ENOMEM;
@@ -1362,6 +1400,12 @@ kv_status kvt_tcp_set_secret(kvt *t, const kv_auth_key *key) {
 
 void kvt_tcp_set_hello_deadline_ms(kvt *t, uint32_t ms) {
     if (t) T(t)->hello_deadline_ns = (uint64_t)(ms ? ms : 1u) * 1000000u;
+}
+
+void kvt_tcp_set_admission(kvt *t, uint32_t pending_max, uint32_t pending_per_addr) {
+    if (!t) return;
+    T(t)->pending_max = pending_max ? pending_max : 1u;
+    T(t)->pending_per_addr = pending_per_addr ? pending_per_addr : 1u;
 }
 
 void kvt_tcp_stats_get(kvt *t, kvt_tcp_stats *out) {

@@ -83,6 +83,12 @@ kv_status kvt_tcp_set_secret(kvt *t, const kv_auth_key *key);
 /* A connection whose HELLO (and handshake) has not ended this long after it
  * opened is closed, logged and counted (default 5000 ms). */
 void kvt_tcp_set_hello_deadline_ms(kvt *t, uint32_t ms);
+/* Admission of accepted connections still in their HELLO: at most
+ * pending_max of them (16), pending_per_addr from one IP address (8); a new
+ * one over a limit evicts the oldest (logged, counted as evicted). The
+ * KVT_TCP_CONNS_MAX - pending_max other slots are only ever held by
+ * connections that finished their handshake, or that this kvt dialed. */
+void kvt_tcp_set_admission(kvt *t, uint32_t pending_max, uint32_t pending_per_addr);
 
 /* What the kvt refused, since it was made. */
 typedef struct kvt_tcp_stats {
@@ -91,6 +97,7 @@ typedef struct kvt_tcp_stats {
     uint64_t hello_timeouts;  /* closed: no HELLO and handshake within the deadline */
     uint64_t protocol_errors; /* closed: malformed frames (no secret involved) */
     uint64_t refused_no_slot; /* incoming connections closed at once: every slot taken */
+    uint64_t evicted;         /* connections in their HELLO closed to admit a newer one */
 } kvt_tcp_stats;
 void kvt_tcp_stats_get(kvt *t, kvt_tcp_stats *out);
 
