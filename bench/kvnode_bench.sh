@@ -11,6 +11,11 @@
 #               progress threads
 #   kvnode      proxy + P + D processes, 1,000 requests, every block filled
 #               from token ids on P and verified on D
+#   ..., with a secret  the same kvt and kvnode rows with a cluster secret
+#               (kvnode keygen): every link runs its challenge-response
+#               first (transport/README.md, "Threat model"); the set-up
+#               column is the kvt's first batch (connect, HELLO, the
+#               handshake with a secret, one 64-block batch), median of 3
 # Blocks are kvnode's default (--head-bytes 16384 x 4 heads = 64 KiB per
 # group and worker); HEAD_BYTES=N overrides. Each row is the best of 3
 # (kvnode: the run with the best GB/s; the machine is shared, see README),
@@ -53,14 +58,27 @@ except Exception: sys.exit(0)
 if not os.path.exists(best) or n['kv_gbps'] > json.load(open(best))['kv_gbps']: shutil.copy(new, best)
 PY
 }
-raw=0; rawpool=0; kvt=0
+kvt1() { # name current args...: max(current, this kvt-blast's GB/s); its first batch's ms appended to $tmp/name.first
+  local name=$1 cur=$2; shift 2
+  "$K" --role kvt-blast --blast-mb 2048 --head-bytes "$HB" "$@" --json "$tmp/b.json" >/dev/null 2>&1 || { echo "$cur"; return; }
+  jget "$tmp/b.json" "d['first_batch_ms']" >>"$tmp/$name.first"
+  python3 -c "import json; print(max(json.load(open('$tmp/b.json'))['kvt_gbps'], $cur))"
+}
+median_first() { sort -g "$tmp/$1.first" | sed -n 2p; }
+"$K" keygen "$tmp/secret" 2>/dev/null || { echo "bench: kvnode keygen failed" >&2; exit 1; }
+SECRET="--secret-file $tmp/secret"
+SMALL="--requests 1000 --head-bytes $HB"
+LARGE="--requests 1000 --prompt-min 1000 --prompt-max 1000 --groups 5 --pool-blocks 2048 --head-bytes $HB"
+raw=0; rawpool=0; kvt=0; kvt_a=0
 for i in 1 2 3; do
   raw=$(best1 raw_gbps "$raw" "$K" --role blast --blast-mb 2048)
   rawpool=$(best1 raw_gbps "$rawpool" "$K" --role blast --blast-mb 2048 --blast-buf-mb 64)
-  kvt=$(best1 kvt_gbps "$kvt" "$K" --role kvt-blast --blast-mb 2048 --head-bytes "$HB")
-  run_nodes small "--requests 1000 --head-bytes $HB"; keep_best small
-  run_nodes large "--requests 1000 --prompt-min 1000 --prompt-max 1000 --groups 5 --pool-blocks 2048 --head-bytes $HB"
-  keep_best large
+  kvt=$(kvt1 kvt "$kvt")
+  kvt_a=$(kvt1 kvt_a "$kvt_a" $SECRET)
+  run_nodes small "$SMALL"; keep_best small
+  run_nodes small_a "$SMALL $SECRET"; keep_best small_a
+  run_nodes large "$LARGE"; keep_best large
+  run_nodes large_a "$LARGE $SECRET"; keep_best large_a
 done
 row() { # name label
   local j=$tmp/$1.best.json
@@ -79,3 +97,10 @@ printf "| %-34s | %8s | %8s | %7s | %7s | %9.3f | %5.0f%% |\n" "kvt: TCP + progr
   "$(python3 -c "print($kvt / $raw * 100)")"
 row small "kvnode 1 group, prompts 256..1000"
 row large "kvnode 5 groups, prompts 1000"
+printf "| %-34s | %8s | %8s | %7s | %7s | %9.3f | %5.0f%% |\n" "kvt, with a secret" "-" "-" "-" "-" "$kvt_a" \
+  "$(python3 -c "print($kvt_a / $raw * 100)")"
+row small_a "kvnode 1 group, with a secret"
+row large_a "kvnode 5 groups, with a secret"
+echo
+echo "with a secret / without: kvt $(python3 -c "print(f'{$kvt_a / $kvt:.3f}')"), kvnode 1 group $(python3 -c "import json; a=json.load(open('$tmp/small_a.best.json'))['kv_gbps']; b=json.load(open('$tmp/small.best.json'))['kv_gbps']; print(f'{a / b:.3f}')"), 5 groups $(python3 -c "import json; a=json.load(open('$tmp/large_a.best.json'))['kv_gbps']; b=json.load(open('$tmp/large.best.json'))['kv_gbps']; print(f'{a / b:.3f}')") (GB/s ratios, best of 3 each)"
+echo "kvt set-up, first 64-block batch after the first submit (median of 3): $(median_first kvt) ms without a secret, $(median_first kvt_a) ms with one"
