@@ -20,6 +20,8 @@
 # group and worker); HEAD_BYTES=N overrides. Each row is the best of 3
 # (kvnode: the run with the best GB/s; the machine is shared, see README),
 # the three kinds interleaved so that each sees the same machine.
+# KVMEM=hbm|staged puts the engines' KV there (hbm: a -DKVCONN_CUDA=ON build
+# on a GPU; tools/gpu_check.sh); ROUNDS=N rounds instead of 3.
 # Usage: bench/kvnode_bench.sh [builddir] (default build-prod, else build)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -64,13 +66,14 @@ kvt1() { # name current args...: max(current, this kvt-blast's GB/s); its first 
   jget "$tmp/b.json" "d['first_batch_ms']" >>"$tmp/$name.first"
   python3 -c "import json; print(max(json.load(open('$tmp/b.json'))['kvt_gbps'], $cur))"
 }
-median_first() { sort -g "$tmp/$1.first" | sed -n 2p; }
+median_first() { sort -g "$tmp/$1.first" | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 "$K" keygen "$tmp/secret" 2>/dev/null || { echo "bench: kvnode keygen failed" >&2; exit 1; }
 SECRET="--secret-file $tmp/secret"
-SMALL="--requests 1000 --head-bytes $HB"
-LARGE="--requests 1000 --prompt-min 1000 --prompt-max 1000 --groups 5 --pool-blocks 2048 --head-bytes $HB"
+KVMEM_ARG=${KVMEM:+--kvmem $KVMEM}
+SMALL="--requests 1000 --head-bytes $HB $KVMEM_ARG"
+LARGE="--requests 1000 --prompt-min 1000 --prompt-max 1000 --groups 5 --pool-blocks 2048 --head-bytes $HB $KVMEM_ARG"
 raw=0; rawpool=0; kvt=0; kvt_a=0
-for i in 1 2 3; do
+for i in $(seq "${ROUNDS:-3}"); do
   raw=$(best1 raw_gbps "$raw" "$K" --role blast --blast-mb 2048)
   rawpool=$(best1 raw_gbps "$rawpool" "$K" --role blast --blast-mb 2048 --blast-buf-mb 64)
   kvt=$(kvt1 kvt "$kvt")
@@ -86,7 +89,7 @@ row() { # name label
     "$(jget "$j" "d['ok']")/1000" "$(jget "$j" "d['req_per_s']")" "$(jget "$j" "d['p50_ms']")" \
     "$(jget "$j" "d['p99_ms']")" "$(jget "$j" "d['kv_gbps']")" "$(python3 -c "print($(jget "$j" "d['kv_gbps']") / $raw * 100)")"
 }
-echo "kvnode benchmark ($B, $(nproc) cores, $(date -u +%Y-%m-%d), blocks of $BLOCK B per group)"
+echo "kvnode benchmark ($B, $(nproc) cores, $(date -u +%Y-%m-%d), blocks of $BLOCK B per group${KVMEM:+, KV in $KVMEM})"
 echo
 printf "| %-34s | %-8s | %-8s | %-7s | %-7s | %-9s | %-6s |\n" "path" "ok" "req/s" "p50 ms" "p99 ms" "GB/s" "of raw"
 printf "|%s|%s|%s|%s|%s|%s|%s|\n" "------------------------------------" "----------" "----------" "---------" "---------" "-----------" "--------"
@@ -102,5 +105,5 @@ printf "| %-34s | %8s | %8s | %7s | %7s | %9.3f | %5.0f%% |\n" "kvt, with a secr
 row small_a "kvnode 1 group, with a secret"
 row large_a "kvnode 5 groups, with a secret"
 echo
-echo "with a secret / without: kvt $(python3 -c "print(f'{$kvt_a / $kvt:.3f}')"), kvnode 1 group $(python3 -c "import json; a=json.load(open('$tmp/small_a.best.json'))['kv_gbps']; b=json.load(open('$tmp/small.best.json'))['kv_gbps']; print(f'{a / b:.3f}')"), 5 groups $(python3 -c "import json; a=json.load(open('$tmp/large_a.best.json'))['kv_gbps']; b=json.load(open('$tmp/large.best.json'))['kv_gbps']; print(f'{a / b:.3f}')") (GB/s ratios, best of 3 each)"
-echo "kvt set-up, first 64-block batch after the first submit (median of 3): $(median_first kvt) ms without a secret, $(median_first kvt_a) ms with one"
+echo "with a secret / without: kvt $(python3 -c "print(f'{$kvt_a / $kvt:.3f}')"), kvnode 1 group $(python3 -c "import json; a=json.load(open('$tmp/small_a.best.json'))['kv_gbps']; b=json.load(open('$tmp/small.best.json'))['kv_gbps']; print(f'{a / b:.3f}')"), 5 groups $(python3 -c "import json; a=json.load(open('$tmp/large_a.best.json'))['kv_gbps']; b=json.load(open('$tmp/large.best.json'))['kv_gbps']; print(f'{a / b:.3f}')") (GB/s ratios, best of ${ROUNDS:-3} each)"
+echo "kvt set-up, first 64-block batch after the first submit (median of ${ROUNDS:-3}): $(median_first kvt) ms without a secret, $(median_first kvt_a) ms with one"
