@@ -808,3 +808,21 @@ Test(thread_rt, bridge_link_without_the_secret_never_comes_up) {
     nap_us(20000);
     cr_assert_eq(atomic_load(&ca.n), 0, "a post crossed a link that never came up");
 }
+
+Test(thread_rt, bridge_flood_of_silent_links_cannot_keep_a_process_out) {
+    kv_auth_key k = bkey(3);
+    cr_assert_eq(kvp_rt_set_secret(rt, &k), KV_OK);
+    uint16_t port = 0;
+    cr_assert_eq(kvp_rt_listen(rt, "127.0.0.1", 0, &port), KV_OK);
+    int fds[40];
+    for (int i = 0; i < 40; i++) fds[i] = raw_dial(port); /* more than the 32 link slots */
+    WAIT_UNTIL(auth_failed(rt) >= 32); /* 8 may wait in their HELLO; each newer one evicts the oldest */
+    kvp_rt *b = second_rt(&k);
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%u", port);
+    uint32_t proc = 0;
+    cr_assert_eq(kvp_rt_dial(b, addr, WAIT_NS, &proc), KV_OK, "an honest process is kept out by silent links");
+    cr_assert_eq(proc, 1u);
+    for (int i = 0; i < 40; i++) close(fds[i]);
+    kvp_rt_free(b);
+}

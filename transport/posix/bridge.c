@@ -61,6 +61,7 @@ enum { LINK_HELLO = 1, LINK_UP = 2, LINK_PROOF = 3 };
 #define BR_HELLO_AUTH (BR_HELLO_PLAIN + KV_AUTH_NONCE_BYTES)
 #define BR_LABEL "kvconn bridge"
 #define BR_DEADLINE_MS_DEFAULT 5000u
+#define BR_PENDING_MAX 8u /* accepted links in their handshake, at most: a new one evicts the oldest */
 #define BR_LOG_FIRST 16u
 #define BR_LOG_EVERY 1024u
 
@@ -396,15 +397,37 @@ static void link_flush(kvp_rt *rt, uint32_t li) {
     }
 }
 
+/* Admission: with BR_PENDING_MAX links still in their handshake, a new one
+ * evicts the oldest of them, so links that never finish cannot keep an
+ * engine out (which finishes in one round trip); the other link slots are
+ * left to links that are up. */
+static void admit_link(kvp_rt *rt) {
+    kvp_bridge *b = &rt->br;
+    uint32_t n = 0, oldest = KVP_NONE;
+    for (uint32_t i = 0; i < KVP_LINKS_MAX; i++) {
+        const kvp_link *l = &b->link[i];
+        if (!l->used || !l->accepted || l->state == LINK_UP) continue;
+        n++;
+        if (oldest == KVP_NONE || l->opened_ns < b->link[oldest].opened_ns) oldest = i;
+    }
+    if (n < BR_PENDING_MAX || oldest == KVP_NONE) return;
+    atomic_fetch_add(&rt->c_auth_failed, 1);
+    link_close(rt, oldest, "evicted: too many links in their HELLO");
+}
+
 static void accept_links(kvp_rt *rt) {
     for (uint32_t g = 0; g < 8; g++) {
         int fd = accept(rt->br.listen_fd, NULL, NULL);
         if (fd < 0) return;
+        admit_link(rt);
         int one = 1;
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (!set_nonblock(fd) || link_add(rt, fd) == KVP_NONE) {
+        uint32_t li = set_nonblock(fd) ? link_add(rt, fd) : KVP_NONE;
+        if (li == KVP_NONE) {
             kv_logf(rt->env, KV_LOG_WARN, "bridge: incoming link refused (no slot)");
             close(fd);
+        } else {
+            rt->br.link[li].accepted = true;
         }
     }
 }

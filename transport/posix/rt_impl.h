@@ -51,6 +51,7 @@ typedef struct kvp_link {
     bool rx_blocked;        /* a POST waits for mailbox room */
     uint64_t refused;       /* POSTs the remote filter refused on this link */
     uint64_t opened_ns;     /* for the handshake deadline */
+    bool accepted;          /* from the listener (admission counts only these) */
     uint32_t peer_proc;     /* the HELLO's process, until its PROOF checks out */
     uint8_t nonce_mine[KV_AUTH_NONCE_BYTES], nonce_peer[KV_AUTH_NONCE_BYTES];
     const char *bad;        /* why the last frame was refused */

@@ -66,7 +66,8 @@ typedef struct kvp_rt_counters {
     uint64_t link_losses;
     uint64_t bridge_refused;  /* POST frames the remote filter refused (kvp_rt_set_remote_filter) */
     uint64_t bridge_auth_failed; /* links closed in their handshake: a wrong proof, a frame out of
-                                    order, a secret on one side only, or the deadline */
+                                    order, a secret on one side only, the deadline, or evicted by
+                                    a newer one (8 may wait at once) */
 } kvp_rt_counters;
 
 kv_status kvp_rt_new(const kv_env *env, const kvp_rt_cfg *cfg, kvp_rt **out);
