@@ -10,7 +10,7 @@
  *                                                    KV_MSG_PAYLOAD_MAX raw bytes
  * With a cluster secret (kvp_rt_set_secret; transport/README.md, "Threat
  * model") the HELLO carries a nonce and each side proves the secret before
- * the link is up; its DIR follows its PROOF:
+ * the link is up; its DIR follows once the other side's PROOF checked out:
  *   HELLO (1) magic abi proc nonce[32]
  *   PROOF (4) mac[32] = MAC("kvconn bridge", nonce of the receiver, nonce of
  *             the sender, proc of the sender, proc of the receiver, abi)
@@ -163,7 +163,7 @@ static uint32_t link_add(kvp_rt *rt, int fd) {
         l->proc = l->peer_proc = KVP_NONE;
         l->opened_ns = kvp_mono_ns();
         queue_hello(rt, l);
-        if (!b->key.set) queue_dir(rt, l); /* with a secret, after our PROOF */
+        if (!b->key.set) queue_dir(rt, l); /* with a secret, once the link is up */
         return i;
     }
     return KVP_NONE;
@@ -233,7 +233,6 @@ static bool on_hello(kvp_rt *rt, uint32_t li, const uint8_t *p, uint32_t n) {
     proof_mac(rt, l->nonce_peer, l->nonce_mine, rt->cfg.proc, proc, mac);
     tx_hdr(l, sizeof mac, B_PROOF);
     tx_put(l, mac, sizeof mac);
-    queue_dir(rt, l);
     l->peer_proc = proc;
     l->state = LINK_PROOF;
     return true;
@@ -261,6 +260,7 @@ static bool on_proof(kvp_rt *rt, uint32_t li, const uint8_t *p, uint32_t n) {
         return false;
     }
     link_up(rt, li, l->peer_proc);
+    queue_dir(rt, l); /* names only to a peer that proved the secret */
     return true;
 }
 
@@ -714,7 +714,7 @@ kv_status kvp_rt_publish(kvp_rt *rt) {
     pthread_mutex_lock(&b->mu);
     for (uint32_t i = 0; i < KVP_LINKS_MAX; i++) {
         kvp_link *l = &b->link[i];
-        if (!l->used || (b->key.set && l->state == LINK_HELLO)) continue; /* its DIR follows its PROOF */
+        if (!l->used || (b->key.set && l->state != LINK_UP)) continue; /* its DIR follows the proofs */
         if (tx_free(l) < BR_HDR + 4u + KVP_ACTORS_MAX * BR_DIR_ENTRY) st = KV_EFULL;
         else queue_dir(rt, l);
     }
