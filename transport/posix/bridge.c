@@ -61,6 +61,7 @@ enum { LINK_HELLO = 1, LINK_UP = 2, LINK_PROOF = 3 };
 #define BR_HELLO_AUTH (BR_HELLO_PLAIN + KV_AUTH_NONCE_BYTES)
 #define BR_LABEL "kvconn bridge"
 #define BR_DEADLINE_MS_DEFAULT 5000u
+#define BR_DIAL_TRIES 4u /* connections kvp_rt_dial makes when the other side closes one in its handshake */
 #define BR_PENDING_MAX 8u /* accepted links in their handshake, at most: a new one evicts the oldest */
 #define BR_LOG_FIRST 16u
 #define BR_LOG_EVERY 1024u
@@ -416,7 +417,7 @@ static void admit_link(kvp_rt *rt) {
 }
 
 static void accept_links(kvp_rt *rt) {
-    for (uint32_t g = 0; g < 8; g++) {
+    for (uint32_t g = 0; g < 32; g++) {
         int fd = accept(rt->br.listen_fd, NULL, NULL);
         if (fd < 0) return;
         admit_link(rt);
@@ -627,7 +628,7 @@ kv_status kvp_rt_listen(kvp_rt *rt, const char *host, uint16_t port, uint16_t *o
     int one = 1;
     (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     socklen_t sl = sizeof sa;
-    if (bind(fd, (const struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 16) != 0 || !set_nonblock(fd) ||
+    if (bind(fd, (const struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 128) != 0 || !set_nonblock(fd) ||
         getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
         close(fd);
         return KV_EIO;
@@ -663,11 +664,11 @@ static int dial_blocking(kvp_rt *rt, const char *addr, const struct sockaddr_in 
     }
 }
 
-kv_status kvp_rt_dial(kvp_rt *rt, const char *addr, uint64_t timeout_ns, uint32_t *out_proc) {
-    struct sockaddr_in sa;
-    if (!addr || !parse_host_port(addr, &sa)) return KV_EINVAL;
-    uint64_t t0 = kvp_mono_ns(), until = t0 + timeout_ns, next = t0 + 1000000000ull;
-    int fd = dial_blocking(rt, addr, &sa, t0, until);
+/* One connection and its wait for the link to come up. */
+static kv_status dial_once(kvp_rt *rt, const char *addr, const struct sockaddr_in *sa, uint64_t t0, uint64_t until,
+                           uint32_t *out_proc) {
+    uint64_t next = kvp_mono_ns() + 1000000000ull;
+    int fd = dial_blocking(rt, addr, sa, t0, until);
     if (fd < 0) return KV_ECONNRESET;
     int one = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -705,6 +706,24 @@ kv_status kvp_rt_dial(kvp_rt *rt, const char *addr, uint64_t timeout_ns, uint32_
         pthread_cond_timedwait(&b->cv, &b->mu, &ts);
     }
     pthread_mutex_unlock(&b->mu);
+    return st;
+}
+
+kv_status kvp_rt_dial(kvp_rt *rt, const char *addr, uint64_t timeout_ns, uint32_t *out_proc) {
+    struct sockaddr_in sa;
+    if (!addr || !parse_host_port(addr, &sa)) return KV_EINVAL;
+    uint64_t t0 = kvp_mono_ns(), until = t0 + timeout_ns;
+    kv_status st = KV_ECONNRESET;
+    /* The listener may close a link in its handshake without a word (evicted
+     * by a flood of links that never finish, or it refused ours): dial again,
+     * a few times, unless this side found the other's proof wrong. */
+    for (uint32_t attempt = 0; attempt < BR_DIAL_TRIES && kvp_mono_ns() < until; attempt++) {
+        uint64_t refused = atomic_load(&rt->c_auth_failed);
+        st = dial_once(rt, addr, &sa, t0, until, out_proc);
+        if (st != KV_ECONNRESET || atomic_load(&rt->c_auth_failed) != refused) break;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 100000000};
+        nanosleep(&ts, NULL);
+    }
     return st;
 }
 

@@ -581,7 +581,7 @@ static int listen_socket(const char *host, uint16_t *port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return -1;
     socklen_t sl = sizeof sa;
-    if (!set_nonblock(fd) || bind(fd, (const struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 64) != 0 ||
+    if (!set_nonblock(fd) || bind(fd, (const struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 128) != 0 ||
         getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
         close(fd);
         return -1;
