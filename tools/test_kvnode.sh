@@ -18,6 +18,9 @@
 #     3c. SIGKILL of D mid-run: the proxy sees the link close, fails what it
 #     had sent to D and every later request for it (ENGINE_DOWN), so the run
 #     ends without a stall; P's holds end and its pool is clean;
+#     3d. one of two D engines killed mid-run, then a new process started in
+#     its place: the proxy fails only what D1 held, sends the rest to D2
+#     meanwhile, takes the new D1 back (it finishes requests), 3 pools clean;
 #  4. two P and two D engines (five processes): the proxy spreads the
 #     requests round-robin over both P and both D (every engine finishes
 #     half of them), every request ok, each D verified every block it
@@ -183,6 +186,34 @@ grep -q "STALLED" "$tmp/killd.proxy.err" && fail "killd: the proxy stalled"
 [ "$(jget "$j" "d['engines'][1]['reachable']")" = False ] || fail "killd: D still reachable"
 check_clean killd 0
 echo "  SIGKILL of D at $((N / 5))+ done: the proxy failed D's $(jget "$j" "d['error']") requests at once (no stall), P's pool clean"
+# ---- 3d: one of two D engines killed, then restarted: routed around, then taken back -------
+NR=$(( N < 600 ? N : 600 ))
+rm -f "$tmp/redo.port"
+"$K" --role proxy --prefills 1 --decodes 2 --port-file "$tmp/redo.port" --json "$tmp/redo.json" --requests "$NR" \
+  --window 8 >"$tmp/redo.proxy.out" 2>"$tmp/redo.proxy.err" &
+PX=$!; pids+=("$PX")
+for _ in $(seq 200); do [ -s "$tmp/redo.port" ] && break; sleep 0.05; done
+[ -s "$tmp/redo.port" ] || fail "redo: proxy did not start"
+port=$(cat "$tmp/redo.port")
+"$K" --role prefill --index 0 --proxy "127.0.0.1:$port" --step-us 1000 2>"$tmp/redo.p.err" & PP=$!; pids+=("$PP")
+"$K" --role decode --index 1 --proxy "127.0.0.1:$port" --step-us 1000 2>"$tmp/redo.d1.err" & PD=$!; pids+=("$PD")
+"$K" --role decode --index 2 --proxy "127.0.0.1:$port" --step-us 1000 2>"$tmp/redo.d2.err" & PD2=$!; pids+=("$PD2")
+signal_at redo KILL "$PD" $((NR / 5)) 1500
+for _ in $(seq 200); do grep -q "engine D1 is gone" "$tmp/redo.proxy.err" && break; sleep 0.02; done
+grep -q "engine D1 is gone" "$tmp/redo.proxy.err" || fail "redo: the proxy did not notice D1's loss"
+"$K" --role decode --index 1 --proxy "127.0.0.1:$port" --step-us 1000 2>"$tmp/redo.d1b.err" & PD=$!; pids+=("$PD")
+waitfor "$PX" 120; rc=$?; [ $rc = 0 ] || fail "redo: proxy exited $rc"
+for p in "$PP" "$PD" "$PD2"; do waitfor "$p" 20; rc=$?; [ $rc = 0 ] || fail "redo: an engine exited $rc"; done
+j=$tmp/redo.json
+grep -q "engine D1 is back" "$tmp/redo.proxy.err" || fail "redo: the proxy did not take D1 back"
+[ "$(jget "$j" "d['pending']")" = 0 ] || fail "redo: requests without an outcome"
+[ "$(jget "$j" "d['ok'] + d['error'] + d['aborted']")" = "$NR" ] || fail "redo: outcomes do not add up"
+# only what D1 held when it died fails: the rest went to D2 meanwhile
+[ "$(jget "$j" "d['error'] <= 16")" = True ] || fail "redo: $(jget "$j" "d['error']") requests failed (only D1's in-flight ones should)"
+[ "$(jget "$j" "d['engines'][1]['finished'] > 0")" = True ] || fail "redo: the new D1 finished nothing"
+check_clean redo 0; check_clean redo 1; check_clean redo 2
+echo "  SIGKILL of D1 of two at $((NR / 5))+ done, then a new D1: $(jget "$j" "d['error']") requests failed (D1's in flight), the rest went to D2 meanwhile, the new D1 finished $(jget "$j" "d['engines'][1]['finished']"); $(jget "$j" "d['ok']") ok, 3 pools clean"
+
 # ---- 4: two P + two D engines, round-robin --------------------------------------------
 NM=$(( N < 400 ? N : 400 ))
 rm -f "$tmp/multi.port"

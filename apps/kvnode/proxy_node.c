@@ -175,8 +175,9 @@ static void after_proxy(void *arg, const kv_msg *m) {
 }
 
 /* Waits until a completion is queued or until `until_ns`; takes what is
- * queued into the records. Returns how many requests ended. */
-static uint32_t take_completions(proxy_node *n, uint64_t until_ns) {
+ * queued into the records. Returns how many requests ended; *honest, how
+ * many of them ended ok or aborted (not in error). */
+static uint32_t take_completions(proxy_node *n, uint64_t until_ns, uint32_t *honest) {
     req_done got[WINDOW_MAX];
     uint32_t k;
     pthread_mutex_lock(&n->cmu);
@@ -188,8 +189,10 @@ static uint32_t take_completions(proxy_node *n, uint64_t until_ns) {
     memcpy(got, n->cq, k * sizeof got[0]);
     n->n_cq = 0;
     pthread_mutex_unlock(&n->cmu);
+    *honest = 0;
     for (uint32_t c = 0; c < k; c++) {
         req_rec *r = &n->rec[got[c].id];
+        *honest += got[c].outcome != KV_OUT_ERROR;
         r->outcome = got[c].outcome;
         r->submit_ns = got[c].submit_ns;
         r->done_ns = got[c].done_ns;
@@ -204,6 +207,17 @@ static uint32_t take_completions(proxy_node *n, uint64_t until_ns) {
 
 /* ---- driving -------------------------------------------------------------------------- */
 
+/* Round-robin over engines first..first+count-1, from the k-th on, past the
+ * ones that are down; with all of them down the k-th (the request then fails
+ * at once: core/proxy.c). */
+static uint32_t pick(const proxy_node *n, uint32_t first, uint32_t count, uint32_t k) {
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t e = first + (k + i) % count;
+        if (!n->down[e]) return e;
+    }
+    return first + k % count;
+}
+
 static kv_status submit(proxy_node *n, const kvn_opts *o, uint32_t id) {
     uint64_t r = mix(o->seed * 0x9e3779b97f4a7c15ull + id);
     kv_m_proxy_submit s;
@@ -213,8 +227,8 @@ static kv_status submit(proxy_node *n, const kvn_opts *o, uint32_t id) {
     s.spec.prompt_len = o->prompt_min + (uint32_t)(r % span);
     s.spec.max_tokens = o->decode_tokens;
     s.spec.tokens = (kv_tokens){.token_seed = mix(r), .prefix_group = 0, .prefix_len = 0};
-    s.p_engine = id % n->n_p;
-    s.d_engine = n->n_p + (id / n->n_p) % n->n_d;
+    s.p_engine = pick(n, 0, n->n_p, id);
+    s.d_engine = pick(n, n->n_p, n->n_d, id / n->n_p);
     s.sequential = o->sequential ? 1 : 0;
     req_rec *q = &n->rec[id];
     q->prompt_len = s.spec.prompt_len;
@@ -243,12 +257,31 @@ static uint64_t post_due_aborts(proxy_node *n) {
 
 static char role_of(const proxy_node *n, uint32_t e) { return e < n->n_p ? 'P' : 'D'; }
 
+/* A new process in a down engine's place (linked, built, published): the
+ * proxy dispatches to it again (ENGINE_UP with its scheduler actor). */
+static void take_back(proxy_node *n, uint32_t e) {
+    char sched[KVP_NAME_MAX], admin[KVP_NAME_MAX];
+    uint32_t s = 0, a = 0;
+    snprintf(sched, sizeof sched, "%c%u.sched", role_of(n, e), e);
+    snprintf(admin, sizeof admin, "%c%u.admin", role_of(n, e), e);
+    if (kvp_rt_lookup(n->rt, admin, 0, &a) != KV_OK || kvp_rt_lookup(n->rt, sched, 0, &s) != KV_OK) return;
+    kv_m_proxy_engine u = {.engine = e, .sched_actor = s};
+    if (post_retry(n, n->proxy->actor, KV_M_PROXY_ENGINE_UP, &u, sizeof u) != KV_OK) return;
+    n->admin[e] = a;
+    n->sched[e] = s;
+    n->down[e] = false;
+    fprintf(stderr, "[proxy] engine %c%u is back (a new process linked): dispatching to it again\n", role_of(n, e), e);
+}
+
 /* An engine whose link is gone (its process died, or the connection broke)
- * is down for good: the proxy fails what it had sent there and every later
- * request to it (core/proxy.c, ENGINE_DOWN), so the run ends instead of
- * stalling. Checked every pass of the driver loop (at most 10 ms apart). */
+ * is down: the proxy fails what it had sent there (core/proxy.c,
+ * ENGINE_DOWN), sends later requests to the side's other engines (or fails
+ * them at once when there is none), and takes the engine back when a new
+ * process registers in its place. Checked every pass of the driver loop (at
+ * most 10 ms apart). */
 static void watch_engines(proxy_node *n) {
     for (uint32_t e = 0; e < n->n_eng; e++) {
+        if (n->down[e] && kvp_rt_link_up(n->rt, 1 + e)) take_back(n, e);
         if (n->down[e] || kvp_rt_link_up(n->rt, 1 + e)) continue;
         n->down[e] = true;
         fprintf(stderr, "[proxy] engine %c%u is gone (its link closed): failing its requests\n", role_of(n, e), e);
@@ -268,16 +301,19 @@ static bool drive(proxy_node *n, const kvn_opts *o, uint64_t *elapsed_ns) {
             if (submit(n, o, next++) != KV_OK) fprintf(stderr, "[proxy] submit %u failed\n", next - 1);
         watch_engines(n);
         uint64_t abort_at = post_due_aborts(n), until = kvp_mono_ns() + 10000000u;
-        uint32_t got = take_completions(n, abort_at < until ? abort_at : until);
+        uint32_t honest = 0, got = take_completions(n, abort_at < until ? abort_at : until, &honest);
         done += got;
         uint64_t now = kvp_mono_ns();
-        if (got) last_progress = now;
+        /* progress is a request that ends ok or aborted: a run whose every
+         * request fails slowly (a crawl) is as stuck as one where none ends */
+        if (honest) last_progress = now;
         if (done >= next_report) {
             fprintf(stderr, "[proxy] progress %u/%u done\n", done, o->requests);
             next_report += report_every;
         }
         if (now - last_progress > (uint64_t)o->stall_ms * 1000000u) {
-            fprintf(stderr, "[proxy] STALLED: %u requests without an outcome for %u ms:", n->n_inflight, o->stall_ms);
+            fprintf(stderr, "[proxy] STALLED: no request ended ok for %u ms; %u without an outcome:", o->stall_ms,
+                    n->n_inflight);
             for (uint32_t i = 0; i < n->n_inflight && i < 16; i++) fprintf(stderr, " %u", n->inflight[i]);
             fputc('\n', stderr);
             *elapsed_ns = now - t0;

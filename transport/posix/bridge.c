@@ -176,6 +176,7 @@ static void link_close(kvp_rt *rt, uint32_t li, const char *why) {
     if (!l->used) return;
     if (l->state == LINK_UP && l->proc < KVP_PROCS_MAX && b->proc_link[l->proc] == li) {
         b->proc_link[l->proc] = KVP_NONE;
+        b->dir[l->proc].n = 0; /* its actors are gone; a new process of that id publishes its own */
         atomic_fetch_add(&rt->c_losses, 1);
         if (!b->quit) kv_logf(rt->env, KV_LOG_WARN, "bridge: link to process %u lost: %s", l->proc, why);
     } else if (!b->quit && (++b->closed_early <= BR_LOG_FIRST || b->closed_early % BR_LOG_EVERY == 0)) {
