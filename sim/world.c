@@ -832,7 +832,7 @@ static void apply_fault(sim_world *w, const sim_fault *f) {
     }
     case SIM_F_TE_ERROR: {
         const kv_engine *e = w->eng[f->target % w->cfg->n_p];
-        for (uint32_t r = 0; r < e->cfg.tp; r++) sim_net_fault_batch(w->net, e->cfg.node + 1 + r, -1, 1);
+        for (uint32_t r = 0; r < e->cfg.tp; r++) sim_net_fault_batch(w->net, e->cfg.node + 1 + r, SIM_TE_ERROR_CODE, 1);
         break;
     }
     case SIM_F_NET_RESET: {

@@ -34,7 +34,8 @@ typedef enum sim_fault_kind {
     SIM_F_SENDER_ERR_REQ,     /* target: P engine: next response lists err_reqs */
     SIM_F_SENDER_DROP_RESP,   /* target: P engine: next response lost (D times out) */
     SIM_F_BOOT_DOWN,          /* arg: ms the bootstrap answers "unknown" */
-    SIM_F_TE_ERROR,           /* target: P engine: next batch fails (TE nonzero) */
+    SIM_F_TE_ERROR,           /* target: P engine: next batch fails (TE nonzero:
+                               * SIM_TE_ERROR_CODE) */
     SIM_F_NET_RESET,          /* target: P engine, arg: D engine */
     SIM_F_NET_DELAY,          /* arg: extra ms for 50 ms */
     SIM_F_STORE_PUT_FAIL,     /* arg+1 puts fail */
@@ -73,6 +74,9 @@ typedef enum sim_fault_kind {
 #define SIM_F_KIND_COUNT_V4 ((uint32_t)SIM_F_ABORT_ON_KV)
 #define SIM_F_KIND_COUNT_V5 ((uint32_t)SIM_F_STORE_CRASH)
 const char *sim_fault_name(uint32_t kind);
+/* The transfer engine's return code (kvt_completion.provider_err) for the
+ * batch a te_error fault fails; the transport's status is KV_EIO. */
+#define SIM_TE_ERROR_CODE (-1)
 
 typedef struct sim_fault {
     uint64_t at_ns;

@@ -17,7 +17,13 @@
  * stopped after the event (no event runs after it), the detail naming
  * file:line, the object and its state. In a production env (posix_env) a
  * cheap assertion aborts, after a line that names it. Checked-tier tests
- * (whole-object walks) skip themselves where KVCONN_CHECKED is off. */
+ * (whole-object walks) skip themselves where KVCONN_CHECKED is off.
+ *
+ * The same shims reach what no correct simulated run shows: the object
+ * after a failed assertion (after_assert), a peer's forged control
+ * messages, refused and answered, never asserted on (peer_input), a probe
+ * of a MultiConnector (probe_sim), and the forward pass of a request id
+ * that comes back with other tokens (worker_alone). */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,6 +32,7 @@
 
 #include "core/block_pool.h"
 #include "core/bootstrap.h"
+#include "core/multi.h"
 #include "core/request.h"
 #include "kvconn/wire.h"
 #include "sim/sim_rt.h"
@@ -730,4 +737,344 @@ Test(assert_wire, encoded_ok_holds_for_the_encoder_and_fails_for_other_frames) {
     snprintf(msg.u.boot.addr[0].s, sizeof msg.u.boot.addr[0].s, "sim:1/0");
     len = encode();
     cr_expect(kv_wire_encoded_ok(&msg, frame, len));
+}
+
+/* ---- peer input: refused and answered, never asserted on ------------------------------ */
+
+/* P's sender validates what arrives on its control channel (core/assert.h:
+ * a peer's bytes are refused, never asserted on) and answers a pull it
+ * cannot serve with an ERROR response that says why, holding nothing for
+ * it: no pull slot, no request slot, no entry. A simulated D sends only
+ * well-formed pulls to the ranks it pairs with, so the test forges them, as
+ * a corrupted or hostile peer would: from D's own pull (the last one P's
+ * rank 0 decoded) with one thing changed. The sender hears each in the
+ * middle of a run, from no peer (the test reads the response from the
+ * sender's encoder), and the run goes on clean. P and D have two ranks:
+ * P's rank 0 pairs with D's rank 0 only. */
+TestSuite(peer_input, .init = world_setup, .fini = world_teardown, .timeout = 60);
+
+static kv_wire_xfer_meta pull;     /* D's own pull, as P's rank 0 decoded it */
+static kv_wire_msg forged;
+static uint8_t forged_frame[KV_WIRE_MAX];
+typedef uint32_t (*forger)(void);  /* writes forged_frame from pull; returns its length */
+static forger forge;
+static bool all_pull_slots_taken;  /* the sender hears it with every pull slot in use */
+static bool answered;
+static kv_wire_xfer_resp reply;
+static uint32_t held_before, held_after, slots_before, slots_after;
+
+static uint32_t encode_forged(void) {
+    size_t len = 0;
+    cr_assert_eq(kv_wire_encode(&forged, forged_frame, sizeof forged_frame, &len), KV_OK);
+    return (uint32_t)len;
+}
+
+static void forge_pull(void) {
+    kv_wire_msg_reset(&forged, KV_WIRE_XFER_META);
+    forged.u.meta = pull;
+}
+
+static bool hear_forged(void) {
+    kv_p2p_sender *s = shim_p2p_sender(rank0(0));
+    if (!shim_p2p_sender_last_pull(s, &pull)) return false;
+    uint32_t len = forge();
+    uint32_t taken = all_pull_slots_taken ? shim_p2p_sender_take_pull_slots(s) : 0;
+    held_before = kv_p2p_sender_state(s);
+    slots_before = shim_p2p_sender_request_slots_used(s);
+    answered = shim_p2p_sender_hear(s, KVT_NONE, forged_frame, len, &reply);
+    held_after = kv_p2p_sender_state(s);
+    slots_after = shim_p2p_sender_request_slots_used(s);
+    shim_p2p_sender_give_back_pull_slots(s, taken);
+    return true;
+}
+
+/* The forged message is answered with an ERROR saying `why`, for the
+ * pull's batch when it names one, and P holds nothing more for it. */
+static void expect_refused(forger f, const char *why, bool names_batch) {
+    C.tp_p = C.tp_d = 2;
+    p2p_two(4);
+    forge = f;
+    brk = hear_forged;
+    broke = 0;
+    cr_assert_eq(sim_world_run(W, &C, NULL, &R), KV_OK);
+    cr_assert(broke, "P's rank 0 never decoded a pull");
+    cr_assert(!R.violated, "%s: %s", kv_inv_name(R.inv), R.detail);
+    cr_assert(answered, "no response (expected '%s')", why);
+    cr_expect_eq(reply.status, KV_XFER_ERROR);
+    cr_expect_str_eq(reply.err_msg, why);
+    cr_expect_eq(reply.p_tp_rank, 0);
+    if (names_batch) cr_expect_eq(reply.batch, pull.batch);
+    cr_expect_eq(reply.n_ok + reply.n_err, 0, "an ERROR for a pull P never took names no request");
+    cr_expect_eq(held_after, held_before, "P holds %u entries and pulls after it, %u before", held_after, held_before);
+    cr_expect_eq(slots_after, slots_before, "P holds %u request slots after it, %u before", slots_after, slots_before);
+    cr_expect_eq(R.requests_ok, 2, "D's own pulls are served as before");
+}
+
+/* A D rank whose heads P's rank 0 does not hold: its block size is that
+ * rank's, so only the pairing is wrong. */
+static uint32_t unpaired_d_rank(void) {
+    forge_pull();
+    const kv_engine *p = eng(0);
+    kv_wire_xfer_meta *m = &forged.u.meta;
+    for (uint32_t r = 0; r < m->d_tp_size; r++) {
+        uint32_t ranks[KV_TP_MAX], lo, hi;
+        uint32_t n = kv_p2p_paired_ranks(m->d_tp_size, r, p->cfg.tp, ranks);
+        bool pairs = false;
+        for (uint32_t i = 0; i < n; i++) pairs = pairs || ranks[i] == 0;
+        if (pairs) continue;
+        m->d_tp_rank = r;
+        kv_heads_of(m->d_tp_size, r, &lo, &hi);
+        m->block_bytes = (hi - lo) * p->cfg.head_bytes;
+        return encode_forged();
+    }
+    cr_assert_fail("every D rank of %u pairs with P's rank 0", m->d_tp_size);
+    return 0;
+}
+Test(peer_input, a_pull_from_a_d_rank_that_does_not_pair_with_this_rank_is_refused) {
+    expect_refused(unpaired_d_rank, "unpaired TP rank", true);
+}
+
+/* A well-formed control message that is not a pull: a response. */
+static uint32_t a_response(void) {
+    kv_wire_msg_reset(&forged, KV_WIRE_XFER_RESP);
+    forged.u.resp.batch = pull.batch;
+    forged.u.resp.n_ok = 1;
+    forged.u.resp.ok[0] = pull.req[0].d_req;
+    return encode_forged();
+}
+Test(peer_input, a_control_message_that_is_not_a_pull_is_refused) {
+    expect_refused(a_response, "malformed pull request", false);
+}
+
+/* D's pull, its last byte cut off: it does not decode. */
+static uint32_t a_pull_cut_short(void) {
+    forge_pull();
+    return encode_forged() - 1;
+}
+Test(peer_input, a_pull_that_does_not_decode_is_refused) {
+    expect_refused(a_pull_cut_short, "malformed pull request", false);
+}
+
+/* D's pull naming an endpoint of D's node that is not open (D's receiver
+ * gone): P cannot connect to it, and gives back the request slots it took
+ * for the pull. */
+static uint32_t a_gone_d(void) {
+    forge_pull();
+    uint32_t node, ep;
+    cr_assert_eq(sscanf(pull.d_addr.s, "sim:%u/%u", &node, &ep), 2, "address '%s'", pull.d_addr.s);
+    snprintf(forged.u.meta.d_addr.s, sizeof forged.u.meta.d_addr.s, "sim:%u/%u", node, ep + 100);
+    return encode_forged();
+}
+Test(peer_input, a_pull_whose_d_cannot_be_reached_is_refused_and_its_request_slots_freed) {
+    expect_refused(a_gone_d, "cannot reach D", true);
+}
+
+/* D's own pull, unchanged, heard while every pull slot is in use. */
+static uint32_t d_pull_again(void) {
+    forge_pull();
+    return encode_forged();
+}
+Test(peer_input, a_pull_with_every_pull_slot_in_use_is_refused_as_busy) {
+    all_pull_slots_taken = true;
+    expect_refused(d_pull_again, "sender busy", true);
+}
+
+/* A failed transfer round: P's response names the transfer engine's code
+ * (kvt_completion.provider_err), not the transport's status. One request,
+ * recompute policy: D computes the prompt itself after the failure, and
+ * P's sender answers nothing else, so its last response is that one at
+ * each of D's fills. */
+static char failed_round_text[KV_ERR_MSG_MAX];
+static bool watch_failed_round(void) {
+    kv_wire_xfer_resp last;
+    if (shim_p2p_sender_last_response(shim_p2p_sender(rank0(0)), &last) && last.err_msg[0])
+        snprintf(failed_round_text, sizeof failed_round_text, "%s", last.err_msg);
+    return false;
+}
+Test(peer_input, a_failed_transfer_round_names_the_transfer_engine_code) {
+    C.policy = KV_POLICY_RECOMPUTE;
+    C.n_reqs = 1;
+    C.req[0] = (sim_req_plan){.at_ns = 1000000, .prompt_len = 90, .max_tokens = 4};
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 500000, .kind = SIM_F_TE_ERROR, .target = 0};
+    brk = watch_failed_round;
+    cr_assert_eq(sim_world_run(W, &C, NULL, &R), KV_OK);
+    cr_assert(!R.violated, "%s: %s", kv_inv_name(R.inv), R.detail);
+    cr_assert_eq(R.requests_ok, 1);
+    char want[KV_ERR_MSG_MAX];
+    snprintf(want, sizeof want, "Mooncake transfer engine returned %d", SIM_TE_ERROR_CODE);
+    cr_expect_str_eq(failed_round_text, want);
+}
+
+/* ---- after a failed assertion: the object as it was -------------------------------- */
+
+/* The simulator records a failed assertion and stops the run after the
+ * event, so the handler runs on (core/assert.h): a precondition returns at
+ * once, leaving its object as it was, and an invariant function returns
+ * false at its first failure, before a later check reads what it found
+ * broken. These tests look at the object after the failure. */
+TestSuite(after_assert, .init = world_setup, .fini = world_teardown, .timeout = 60);
+
+/* D's connector offers more tokens than the request has (a broken
+ * connector, from the moment it is swapped in): admit_new refuses the
+ * request, which stays WAITING with no blocks, and the connector never
+ * hears of an allocation for it. */
+static kv_conn_sched_ops lying_ops;
+static const kv_conn_sched_ops *honest_ops;
+static uint32_t lied_about = KV_REQ_NONE, allocs_told;
+static kv_status offer_too_much(void *c, const kv_req *r, uint32_t num_computed, kv_match *out) {
+    kv_status st = honest_ops->get_num_new_matched_tokens(c, r, num_computed, out);
+    if (st == KV_OK && out->ready) {
+        out->ext = kv_req_num_tokens(r) - num_computed + 1;
+        if (lied_about == KV_REQ_NONE) lied_about = r->id;
+    }
+    return st;
+}
+static void count_alloc(void *c, kv_req *r, const kv_block_table *blocks, uint32_t ext) {
+    allocs_told += r->id == lied_about;
+    honest_ops->update_state_after_alloc(c, r, blocks, ext);
+}
+static bool connector_offers_too_much(void) {
+    kv_engine *d = eng(1);
+    honest_ops = d->conn.ops;
+    lying_ops = *honest_ops;
+    lying_ops.get_num_new_matched_tokens = offer_too_much;
+    lying_ops.update_state_after_alloc = count_alloc;
+    d->conn.ops = &lying_ops;
+    return true;
+}
+Test(after_assert, a_connector_offering_more_than_the_request_has_admits_nothing) {
+    p2p_two(4);
+    run_broken(connector_offers_too_much, "core/engine.c:", "external");
+    const kv_engine *d = eng(1);
+    const kv_sreq *s = NULL;
+    for (uint32_t i = 0; i < d->cfg.reqs_max; i++)
+        if (d->req[i].used && d->req[i].r.id == lied_about) s = &d->req[i];
+    cr_assert_not_null(s, "D has no request %u", lied_about);
+    cr_expect_eq(s->r.status, KV_RS_WAITING, "request %u is %s", lied_about,
+                 kv_req_status_name((kv_req_status)s->r.status));
+    cr_expect_not(kv_blocks_any(&s->r.blocks), "request %u holds blocks", lied_about);
+    cr_expect_eq(allocs_told, 0, "the connector heard of %u allocations for it", allocs_told);
+}
+
+/* The receiver's pull encodes, and the frame does not read back as the
+ * pull (a codec bug): the receiver refuses to send it and fails the pull,
+ * so no batch waits for a response P never gets. */
+static bool codec_starts_lying(void) {
+    shim_p2p_receiver_codec_lies(true);
+    return true;
+}
+Test(after_assert, a_pull_whose_frame_fails_its_check_is_not_sent_and_holds_no_batch) {
+    p2p_two(4);
+    run_broken(codec_starts_lying, "core/p2p_receiver.c:", "encode KV_OK");
+    cr_expect_eq(shim_p2p_receiver_batches(shim_p2p_receiver(rank0(1))), 0);
+}
+
+/* The clip check (Q3) of a pull whose table has other groups than the
+ * engine: the walk stops there, and reads no entry after it. Two such
+ * pulls, one assertion. */
+Test(after_assert, p2p_sched_walk_stops_at_a_table_of_other_groups) {
+    NEED_CHECKED();
+    test_env_init(&te);
+    static kv_engine e;
+    static kv_p2p_pull recv[2];
+    e.env = &te.env;
+    e.cfg.index = 3;
+    e.cfg.n_groups = 1;
+    e.cfg.group[0].kind = KV_GROUP_FULL;
+    for (uint32_t i = 0; i < 2; i++) recv[i] = (kv_p2p_pull){.d_req = 10 + i, .blocks = {.n_groups = 2}};
+    kv_p2p_meta m = {.n_recv = 2, .recv = recv};
+    cr_expect_not(shim_p2p_sched_walk(&e, &m));
+    expect_assert("core/p2p_sched.c:", "request 10: clipped table of 2 groups");
+    cr_expect_eq(te.n_violations, 1, "the walk went on past the first broken pull");
+}
+
+/* ---- probes and paths no simulated run reaches ----------------------------------------- */
+
+/* INV-OUTCOME's "P2P table full" probe on a MultiConnector reads its P2P
+ * child: saturated exactly when the child's sender is (every pull slot in
+ * use, for the moment of the check). */
+TestSuite(probe_sim, .init = world_setup, .fini = world_teardown, .timeout = 60);
+
+static const kv_conn_worker *p2p_child(const kv_conn_worker *c) {
+    for (uint32_t i = 0; i < KV_MULTI_CHILDREN; i++) {
+        const kv_conn_worker *k = kv_multi_worker_child(c, i);
+        if (k && k->ops && !strcmp(k->ops->name, "p2p")) return k;
+    }
+    return NULL;
+}
+static bool multi_saturated_before, multi_saturated_when_full, multi_saturated_after;
+static bool fill_p2p_child(void) {
+    kv_worker *w = rank0(0);
+    const kv_conn_worker *child = p2p_child(&w->conn);
+    cr_assert_not_null(child, "P's MultiConnector has no P2P child");
+    kv_p2p_sender *s = shim_p2p_sender_of(child);
+    multi_saturated_before = kv_conn_worker_p2p_saturated(&w->conn);
+    uint32_t taken = shim_p2p_sender_take_pull_slots(s);
+    multi_saturated_when_full = kv_conn_worker_p2p_saturated(&w->conn);
+    shim_p2p_sender_give_back_pull_slots(s, taken);
+    multi_saturated_after = kv_conn_worker_p2p_saturated(&w->conn);
+    return true;
+}
+Test(probe_sim, a_multi_connector_is_saturated_when_its_p2p_sender_is) {
+    shared_prefix(KV_CONN_MULTI_P2P_STORE);
+    brk = fill_p2p_child;
+    broke = 0;
+    cr_assert_eq(sim_world_run(W, &C, NULL, &R), KV_OK);
+    cr_assert(broke);
+    cr_assert(!R.violated, "%s: %s", kv_inv_name(R.inv), R.detail);
+    cr_expect_not(multi_saturated_before);
+    cr_expect(multi_saturated_when_full);
+    cr_expect_not(multi_saturated_after);
+}
+
+/* The forward pass continues the digest of a request's last block from
+ * its previous step (the worker's tail slot) only for the same request: a
+ * request id that comes back with other tokens (a proxy that reuses ids,
+ * as kvnode's does) digests its block from the block's start, whichever
+ * of its tokens' fields differs. Alone, in the test env. */
+static kv_kvmem_fill filled[4];
+static uint32_t n_filled;
+static void capture_fill(void *h, const kv_kvmem_fill *f, uint32_t n) {
+    (void)h;
+    for (uint32_t i = 0; i < n && n_filled < 4; i++) filled[n_filled++] = f[i];
+}
+static const kv_kvmem_ops capture = {.size = sizeof(kv_kvmem_ops), .name = "capture", .fill = capture_fill};
+
+/* One step of request 7 on a worker of one full group, 16-token blocks:
+ * tokens [from, to) into blocks ids[]; the digest filled into the last. */
+static uint64_t step_of_7(kv_worker *w, kv_tokens t, uint32_t from, uint32_t to, const uint32_t *ids, uint32_t n) {
+    static kv_step_req q;
+    q = (kv_step_req){.id = 7, .computed_before = from, .num_scheduled = to - from, .num_tokens = to, .tokens = t,
+                      .blocks = {.n_groups = 1, .n = {n}}};
+    memcpy(q.blocks.id[0], ids, n * sizeof ids[0]);
+    kv_step st = {.step_no = 1, .n_reqs = 1, .req = &q};
+    n_filled = 0;
+    shim_worker_forward(w, &st);
+    cr_assert_geq(n_filled, 1);
+    return filled[n_filled - 1].digest;
+}
+Test(worker_alone, a_request_id_that_comes_back_with_other_tokens_digests_its_block_from_the_start) {
+    test_env_init(&te);
+    static kv_worker w;
+    const kv_tokens first = {.token_seed = 99, .prefix_group = 1, .prefix_len = 10};
+    kv_tokens again[3] = {first, first, first};
+    again[0].token_seed++;
+    again[1].prefix_group++;
+    again[2].prefix_len += 8; /* a longer shared prefix: tokens 16, 17 are the prefix's now */
+    static const uint32_t ids[] = {1, 2}, hit_ids[] = {3, 4};
+    for (uint32_t k = 0; k < 3; k++) {
+        memset(&w, 0, sizeof w);
+        w.env = &te.env;
+        w.cfg = (kv_engine_cfg){.tp = 1, .n_groups = 1, .block_size = 16, .pool_blocks = 7};
+        w.capacity = 8;
+        w.mem = &capture;
+        step_of_7(&w, first, 0, 20, ids, 2); /* blocks 0 and 1, block 1 holding tokens 16..19 */
+        /* id 7 again: block 0 a local prefix hit, block 1 computed, tokens 16..20 */
+        uint64_t got = step_of_7(&w, again[k], 16, 21, hit_ids, 2);
+        kv_digest_memo dm;
+        kv_digest_memo_init(&dm, &again[k], 16, 21);
+        cr_expect_eq(got, kv_block_digest_m(&dm, 1), "field %u differs: a digest continued from the other tokens", k);
+    }
+    cr_expect_eq(te.n_violations, 0, "%s", te.n_violations ? te.v[0].detail : "");
 }

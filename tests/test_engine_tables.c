@@ -4,6 +4,8 @@
  * tables sized by kv_engine_cfg.reqs_max (the simulator's fitted size never
  * changes a run; a small fixed size binds and is handled). */
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/engine.h"
@@ -197,6 +199,36 @@ Test(engine_tables, small_tables_bind_cleanly) {
     /* each failed request was turned away by P or D (or both), and counted */
     cr_assert_geq(r.turned_away, r.requests_error, "%llu turned away, %llu errors", (unsigned long long)r.turned_away,
                   (unsigned long long)r.requests_error);
+}
+
+/* An engine of 2 request slots sent 24 requests at the same moment: its
+ * input queue (KV_ENGINE_INQ(2) entries) takes what it holds until the next
+ * schedule, and turns each later arrival away at once, so every request
+ * still ends and the queue never holds more than its size (the engine's
+ * invariants check it after every message). */
+Test(engine_tables, a_burst_past_the_input_queue_is_turned_away_at_once) {
+    static sim_world_cfg cfg;
+    sim_world_cfg_default(&cfg);
+    cfg.reqs_max = 2;
+    cfg.n_reqs = 24;
+    cr_assert_gt(cfg.n_reqs, KV_ENGINE_INQ(cfg.reqs_max), "the burst must be longer than the queue");
+    for (uint32_t i = 0; i < cfg.n_reqs; i++)
+        cfg.req[i] = (sim_req_plan){.at_ns = 1000000, .prompt_len = 40, .max_tokens = 4};
+    sim_result r;
+    char *trace = NULL;
+    size_t trace_len = 0;
+    FILE *f = open_memstream(&trace, &trace_len);
+    cr_assert_not_null(f);
+    cr_assert_eq(sim_world_run(W, &cfg, f, &r), KV_OK);
+    fclose(f);
+    bool overflowed = strstr(trace, "input queue full") != NULL;
+    free(trace);
+    cr_assert(!r.violated, "%s: %s", kv_inv_name(r.inv), r.detail);
+    cr_assert(overflowed, "the burst never filled an input queue");
+    cr_assert_eq(r.requests_ok + r.requests_error + r.requests_aborted, cfg.n_reqs);
+    cr_assert_geq(r.turned_away, cfg.n_reqs - KV_ENGINE_INQ(cfg.reqs_max), "%llu turned away",
+                  (unsigned long long)r.turned_away);
+    cr_assert_gt(r.requests_ok, 0);
 }
 
 /* KV bytes and block hashes are part of every recorded trace and of what

@@ -27,3 +27,63 @@ bool shim_p2p_sender_saturated_as_built(uint32_t reqs_max, uint32_t pulls_used) 
     for (uint32_t i = 0; i < SND_PULLS_MAX && i < 32u; i++) s.pull[i].used = (pulls_used >> i) & 1u;
     return kv_p2p_sender_saturated(&s);
 }
+
+/* The sender hears `len` bytes on its control channel from `peer`, as its
+ * actor does when the transport delivers them (the handler's body: the
+ * message, then its invariants and, in checked builds, its walk). *reply is
+ * the response it encoded for them; false when it encoded none. */
+bool shim_p2p_sender_hear(kv_p2p_sender *s, kvt_peer peer, const uint8_t *bytes, uint32_t len,
+                          kv_wire_xfer_resp *reply) {
+    static union {
+        kvt_event ev;
+        uint8_t raw[sizeof(kvt_event) + KV_WIRE_MAX];
+    } in;
+    if (len > KV_WIRE_MAX) return false;
+    in.ev = (kvt_event){.kind = KVT_EV_CTRL, .ep = s->ep, .owner = s->actor, .peer = peer, .len = len};
+    memcpy(in.raw + sizeof in.ev, bytes, len);
+    kv_msg m = {.kind = KVT_MSG_EVENT, .src = KV_ACTOR_NONE, .len = (uint32_t)sizeof in.ev + len, .payload = &in};
+    s->out->type = 0; /* respond() sets it */
+    sender_invariants(s);
+    on_event(s, &m);
+    if (sender_invariants(s) && KV_CHECKED) sender_walk(s);
+    if (s->out->type != KV_WIRE_XFER_RESP) return false;
+    *reply = s->out->u.resp;
+    return true;
+}
+
+/* The last response the sender encoded (for any pull); false if none. */
+bool shim_p2p_sender_last_response(const kv_p2p_sender *s, kv_wire_xfer_resp *out) {
+    if (s->out->type != KV_WIRE_XFER_RESP) return false;
+    *out = s->out->u.resp;
+    return true;
+}
+
+/* The last pull the sender decoded (a D rank's XFER_META); false if none. */
+bool shim_p2p_sender_last_pull(const kv_p2p_sender *s, kv_wire_xfer_meta *out) {
+    if (s->in->type != KV_WIRE_XFER_META) return false;
+    *out = s->in->u.meta;
+    return true;
+}
+
+uint32_t shim_p2p_sender_request_slots_used(const kv_p2p_sender *s) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->n_preqs; i++) n += s->preq_used[i];
+    return n;
+}
+
+/* Every free pull slot taken by a pull of no requests (as many pulls in
+ * flight hold them, S4); returns the slots taken (bit i: slot i). */
+_Static_assert(SND_PULLS_MAX <= 32u, "a slot per bit of the mask");
+uint32_t shim_p2p_sender_take_pull_slots(kv_p2p_sender *s) {
+    uint32_t taken = 0;
+    for (uint32_t i = 0; i < SND_PULLS_MAX; i++)
+        if (!s->pull[i].used) {
+            s->pull[i] = (snd_pull){.used = true, .ctrl_peer = KVT_NONE, .data_peer = KVT_NONE, .req = &s->preq[0]};
+            taken |= 1u << i;
+        }
+    return taken;
+}
+void shim_p2p_sender_give_back_pull_slots(kv_p2p_sender *s, uint32_t taken) {
+    for (uint32_t i = 0; i < SND_PULLS_MAX; i++)
+        if (taken & (1u << i)) s->pull[i] = (snd_pull){0};
+}
