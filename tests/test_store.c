@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "sim/world.h"
+#include "tests/support/rig.h"
 
 static sim_world *W;
 static sim_world_cfg C;
@@ -250,4 +251,32 @@ Test(multi, store_only_p_with_p2p_d_mixes_cleanly) {
     run();
     expect_clean();
     cr_assert_eq(R.requests_ok, 3);
+}
+
+/* ---- construction ---------------------------------------------------------------- */
+
+static rig Rg;
+
+/* A store engine (P and D) and both MultiConnector orders, built with each
+ * allocation and each spawn of the construction refused in turn: a
+ * constructor that fails gives back everything it took, also what its
+ * children (the first MultiConnector child, the store actors) had built. */
+static void failed_constructions_release_everything(kv_conn_kind kind) {
+    rig_init(&Rg, NULL);
+    for (uint8_t role = KV_ROLE_PRODUCER; role <= KV_ROLE_CONSUMER; role++) {
+        kv_engine_cfg cfg = rig_engine_cfg(role, 2);
+        rig_failures f = rig_engine_failures(&Rg, &cfg, kind);
+        cr_assert(f.built, "role %u: the engine cannot be built at all", role);
+        cr_assert_gt(f.failed, 0, "role %u: no refusal made the construction fail (%llu allocations, %llu spawns)",
+                     role, (unsigned long long)f.allocs, (unsigned long long)f.spawns);
+        cr_assert_str_empty(f.first_leak, "role %u: %s", role, f.first_leak);
+    }
+    rig_free(&Rg);
+}
+
+Test(store, a_failed_construction_releases_everything) { failed_constructions_release_everything(KV_CONN_STORE); }
+
+Test(multi, a_failed_construction_releases_both_children) {
+    failed_constructions_release_everything(KV_CONN_MULTI_P2P_STORE);
+    failed_constructions_release_everything(KV_CONN_MULTI_STORE_P2P);
 }
