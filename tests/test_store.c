@@ -4,6 +4,9 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "core/msgs.h"
+#include "core/store.h"
+#include "core/worker.h"
 #include "sim/world.h"
 #include "tests/support/rig.h"
 
@@ -253,9 +256,99 @@ Test(multi, store_only_p_with_p2p_d_mixes_cleanly) {
     cr_assert_eq(R.requests_ok, 3);
 }
 
-/* ---- construction ---------------------------------------------------------------- */
-
 static rig Rg;
+
+/* ---- the send actor alone ------------------------------------------------------- */
+
+/* A store send actor of a stand-in rank (engine 0, rank 0, all heads,
+ * 64-byte blocks), the simulated store, and a recording worker main. */
+static kv_worker Wk;
+static rig_sink Main;
+static kv_store_sender *Snd;
+static uint32_t SndActor;
+
+static void sender_alone(const sim_net_cfg *nc) {
+    rig_init(&Rg, nc);
+    rig_sink_spawn(&Rg, &Main, "P0.w0.main", 0);
+    Wk = (kv_worker){.env = &Rg.te.env, .rt = &Rg.rt, .cfg = rig_engine_cfg(KV_ROLE_PRODUCER, 1), .rank = 0,
+                     .node = 1, .main_actor = Main.actor, .t = sim_net_node(Rg.net, 1), .head_lo = 0,
+                     .head_hi = KV_HEADS, .block_bytes = KV_STORE_SNAP_BYTES};
+    rig_add_store(&Rg, 256, &Wk.cfg.store_addr);
+    cr_assert_eq(kv_store_sender_new(&Wk, &Snd, &SndActor), KV_OK);
+}
+
+static void sender_gone(void) {
+    kv_store_sender_free(Snd);
+    rig_free(&Rg);
+}
+
+/* Request id's save of its first n blocks (positions 0..n-1, one job, the
+ * save's last), run until everything is quiet; its SAVE_DONE. */
+static kv_m_store_save_done save(uint32_t id, uint32_t n) {
+    static kv_m_store_save j;
+    memset(&j, 0, sizeof j);
+    j = (kv_m_store_save){.id = id, .end_tokens = n * Wk.cfg.block_size, .last = 1, .n = n};
+    for (uint32_t pos = 0; pos < n; pos++) {
+        j.e[pos] = (kv_store_snap){.hash = kv_mix64(id * 1000u + pos), .pos = (uint8_t)pos};
+        memset(j.e[pos].bytes, (int)(id + pos), sizeof j.e[pos].bytes);
+    }
+    uint32_t before = rig_sink_count(&Main, KV_M_STORE_SAVE_DONE);
+    kv_rt_post(&Rg.rt, SndActor, KV_M_STORE_SAVE, &j, sizeof j);
+    rig_run(&Rg, NULL, NULL);
+    cr_assert_eq(Rg.te.n_violations, 0, "%s", Rg.te.n_violations ? Rg.te.v[0].detail : "");
+    cr_assert_eq(rig_sink_count(&Main, KV_M_STORE_SAVE_DONE), before + 1, "request %u: a save job ends once", id);
+    kv_m_store_save_done d;
+    memcpy(&d, Main.payload[Main.n - 1], sizeof d);
+    cr_assert_eq(Main.kind[Main.n - 1], KV_M_STORE_SAVE_DONE);
+    return d;
+}
+
+/* X: the resume offset (vLLM's _saved_offset). A request's second save
+ * repeats the blocks its first one put (a save goes from the tracker's
+ * start, which a preemption resets): the sender asks the store only about
+ * the blocks past what the request's earlier saves put. */
+Test(store, a_second_save_asks_the_store_only_about_new_blocks) {
+    sender_alone(NULL);
+    kv_m_store_save_done d = save(9, 4);
+    cr_assert_eq(d.status, 0);
+    cr_assert_eq(d.saved_blocks, 4);
+    const sim_store_stats *st = sim_store_get_stats(Rg.store);
+    uint64_t asked = st->exist_keys;
+    cr_assert_eq(asked, 4, "the first save asks about its blocks");
+    d = save(9, 6);
+    cr_assert_eq(d.status, 0);
+    cr_assert_eq(d.saved_blocks, 2);
+    cr_assert_eq(st->exist_keys - asked, 2, "the second save asked about %llu blocks, 2 of them new",
+                 (unsigned long long)(st->exist_keys - asked));
+    asked = st->exist_keys;
+    d = save(9, 6);
+    cr_assert_eq(d.status, 0);
+    cr_assert_eq(st->exist_keys, asked, "a save of nothing new asks nothing");
+    d = save(10, 3);
+    cr_assert_eq(st->exist_keys - asked, 3, "another request has its own offset");
+    sender_gone();
+}
+
+/* X: the EXIST reply names blocks to put, and the PUT cannot be sent (a
+ * network with no room for it). The job ends failed at once, the save's
+ * pin released, and the next job runs. */
+Test(store, a_put_that_cannot_be_sent_ends_the_save) {
+    sim_net_cfg nc = {.nodes_max = RIG_NODES, .eps_max = 8, .regions_max = KV_NODE_REGIONS_MAX, .packets_max = 64,
+                      .ctrl_bytes_max = 512, .lat_min_ns = 10000, .lat_max_ns = 100000, .ns_per_kib = 100};
+    sender_alone(&nc);
+    const sim_store_stats *st = sim_store_get_stats(Rg.store);
+    kv_m_store_save_done d = save(4, 8); /* 8 keys fit, 8 blocks of 64 bytes do not */
+    cr_assert_eq(st->exists, 1, "its EXIST went through");
+    cr_assert_eq(st->puts, 0);
+    cr_assert_eq(d.status, KV_STORE_FAILED);
+    cr_assert_eq(d.saved_blocks, 0);
+    d = save(5, 1);
+    cr_assert_eq(d.status, 0, "the sender goes on with the next job");
+    cr_assert_eq(d.saved_blocks, 1);
+    sender_gone();
+}
+
+/* ---- construction ---------------------------------------------------------------- */
 
 /* A store engine (P and D) and both MultiConnector orders, built with each
  * allocation and each spawn of the construction refused in turn: a
