@@ -203,6 +203,33 @@ Test(store, preemption_resets_trackers_and_drops_counters) {
     cr_assert_gt(sim_world_engine(W, 0)->stats.preemptions + sim_world_engine(W, 1)->stats.preemptions, 0);
 }
 
+/* Request tables of two. Request 0's 1000-token prompt takes two long
+ * prefill steps on P; request 1 arrives during the first, asks the store at
+ * its boundary and waits for the lookup while the second runs. Its abort
+ * and request 2 arrive during that step, so the next schedule applies both:
+ * request 1 ends (nothing saved: no hold) and request 2 takes its engine
+ * slot, while the connector's table still holds request 1 until the step's
+ * metadata frees it. So request 2's first schedule finds that table full
+ * and gets no lookup; it must still get a slot and a tracker when its
+ * metadata is built, and be saved (INV-CACHE: the store holds every block
+ * of the prompt of each request that ended ok on P). */
+Test(store, a_request_taken_in_while_the_table_is_full_is_still_saved) {
+    C.conn_p = C.conn_d = KV_CONN_STORE;
+    C.reqs_max = 2;
+    C.n_reqs = 3;
+    C.req[0] = (sim_req_plan){.at_ns = 1000000, .prompt_len = 1000, .max_tokens = 2};
+    C.req[1] = (sim_req_plan){.at_ns = 2000000, .prompt_len = 64, .max_tokens = 2};
+    C.req[2] = (sim_req_plan){.at_ns = 18300000, .prompt_len = 80, .max_tokens = 2};
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 18000000, .kind = SIM_F_ABORT, .target = 1};
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_aborted, 1);
+    cr_assert_eq(R.requests_ok, 2);
+    cr_assert_eq(R.turned_away, 0, "request 2 found no free slot: it never took request 1's");
+    cr_assert_gt(R.armed[KV_INV_CACHE], 0, "the store's contents were judged");
+}
+
 /* ---- MultiConnector ------------------------------------------------------------ */
 
 Test(multi, p2p_first_is_chosen_and_the_store_hit_is_a_rejected_load) {
