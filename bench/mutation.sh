@@ -40,7 +40,7 @@
 #     violation or a sanitizer report kills it;
 #  5. then the core's unit tests (UNIT_TESTS below: the tests that break
 #     the core on purpose and expect its assertions and probes to see it,
-#     and the connector, store, wire and memory tests), built incrementally
+#     and the connector, proxy, store, wire and memory tests), built incrementally
 #     with gcc and criterion: a failing test, or one past 120 s, kills it
 #     ("unit:TEST"). The report gives the kill rate with and without them.
 # The original file is restored after each mutant (trap on exit and
@@ -147,7 +147,7 @@ build_kvsim() { LC_ALL=C timeout -k 10 600 "${NICE[@]}" cmake --build "$BUILD" -
 configure_fuzz() { configure "$FBUILD" -DCMAKE_C_COMPILER=clang -DKVCONN_FUZZ=ON -DKVCONN_SANITIZE=address,undefined; }
 build_fuzz() { LC_ALL=C timeout -k 10 600 "${NICE[@]}" cmake --build "$FBUILD" -j "$JOBS" --target fuzz_scenario; }
 # the unit stage: the default preset's settings with the tests on
-UNIT_TESTS=(test_assert test_block_pool test_corpus test_engine_tables test_kvmem test_p2p test_store test_wire)
+UNIT_TESTS=(test_assert test_block_pool test_corpus test_engine_tables test_kvmem test_p2p test_proxy test_store test_wire)
 configure_unit() { configure "$UBUILD" -DCMAKE_C_COMPILER=gcc -DKVCONN_TESTS=ON; }
 build_unit() { LC_ALL=C timeout -k 10 600 "${NICE[@]}" cmake --build "$UBUILD" -j "$JOBS" --target "${UNIT_TESTS[@]}"; }
 

@@ -139,6 +139,7 @@ static void on_request(sim_store *s, kvt_peer peer, const uint8_t *bytes, uint32
     switch ((kv_wire_type)s->msg->type) {
     case KV_WIRE_STORE_EXIST:
         s->stats.exists++;
+        s->stats.exist_keys += m->n;
         for (uint32_t i = 0; i < m->n; i++) m->flag[i] = lookup(s, m->key[i]) ? 1 : 0;
         s->msg->type = KV_WIRE_STORE_EXIST_REPLY;
         break;

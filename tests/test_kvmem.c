@@ -11,8 +11,12 @@
 
 #include "core/kv_data.h"
 #include "core/kvmem.h"
+#include "core/msgs.h"
+#include "core/store.h"
+#include "core/worker.h"
 #include "sim/gen.h"
 #include "sim/world.h"
+#include "tests/support/rig.h"
 #include "tests/support/test_env.h"
 #include "transport/cuda/fill_formula.h"
 
@@ -125,4 +129,57 @@ Test(kvmem, cuda_fill_formula_matches_host) {
         for (uint32_t k = 0; k < (hi - lo) * hb; k++)
             cr_assert_eq(kvf_byte(digest, group, lo, hb, k), want[k], "iteration %u (head_bytes %u) byte %u", it, hb, k);
     }
+}
+
+/* ---- the store worker's absorb of a load ------------------------------------------- */
+
+static rig Rg;
+
+/* A store load of four blocks reported to rank 0's worker main, the second
+ * block failed. The receive actor builds its report in place, so past the
+ * failed entries lies what an earlier load failed: here the third block.
+ * Only the listed failures count: every other block of the load is
+ * absorbed into the staged KV (and verified), the failed one is not and is
+ * a load error. With host memory a skipped absorb would go unseen. */
+Test(kvmem, a_store_load_absorbs_every_block_but_the_listed_failures) {
+    rig_init(&Rg, NULL);
+    kv_engine_cfg cfg = rig_engine_cfg(KV_ROLE_CONSUMER, 1);
+    cfg.kvmem = (kv_kvmem){.ops = &kv_kvmem_staged};
+    kv_engine *e;
+    cr_assert_eq(rig_engine_new(&Rg, &cfg, KV_CONN_STORE, &e), KV_OK);
+    kv_worker *w = e->worker[0];
+    static kv_m_store_load_done d;
+    d.job = (kv_m_store_load){.id = 5, .from_pos = 0, .to_pos = 4, .num_tokens = 4 * cfg.block_size,
+                              .tokens = {.token_seed = 77}};
+    d.job.blocks.n_groups = 1;
+    d.job.blocks.n[0] = 4;
+    kv_digest_memo dm;
+    kv_digest_memo_init(&dm, &d.job.tokens, cfg.block_size, 0);
+    for (uint32_t pos = 0; pos < 4; pos++) { /* what the receive actor wrote into host memory */
+        d.job.blocks.id[0][pos] = 3 + 2 * pos;
+        kv_fill_block_m(kv_worker_block(w, 0, d.job.blocks.id[0][pos]), &dm, pos, 0, w->head_lo, w->head_hi,
+                        cfg.head_bytes);
+    }
+    d.id = d.job.id;
+    d.n_failed = 1;
+    d.failed[0] = (kv_bad_block){.group = 0, .block = d.job.blocks.id[0][1]};
+    d.failed[1] = (kv_bad_block){.group = 0, .block = d.job.blocks.id[0][2]}; /* stale: not a failure of this load */
+    sim_rt_set_current(Rg.sim, w->main_actor);
+    kv_msg m = {.kind = KV_M_STORE_LOAD_DONE, .src = KV_ACTOR_NONE, .len = sizeof d, .payload = &d};
+    w->conn.ops->on_message(w->conn.self, &m);
+    cr_assert_eq(Rg.te.n_violations, 0, "%s", Rg.te.n_violations ? Rg.te.v[0].detail : "");
+    for (uint32_t pos = 0; pos < 4; pos++) {
+        uint32_t id = d.job.blocks.id[0][pos];
+        bool holds = kv_verify_block_m(kv_worker_kv(w, 0, id), &dm, pos, 0, w->head_lo, w->head_hi, cfg.head_bytes);
+        if (pos == 1) cr_assert(!holds, "the failed block %u was absorbed", id);
+        else cr_assert(holds, "block %u (position %u) loaded but never absorbed into the KV", id, pos);
+    }
+    cr_assert_eq(w->verified_blocks, 3);
+    static kv_bad_blocks bad;
+    bad.n = 0;
+    w->conn.ops->get_block_ids_with_load_errors(w->conn.self, &bad);
+    cr_assert_eq(bad.n, 1);
+    cr_assert_eq(bad.e[0].block, d.job.blocks.id[0][1]);
+    kv_engine_free(e);
+    rig_free(&Rg);
 }

@@ -4,7 +4,9 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "core/bootstrap.h"
 #include "sim/world.h"
+#include "tests/support/rig.h"
 
 static sim_world *W;
 static sim_world_cfg C;
@@ -489,4 +491,40 @@ Test(p2p, same_config_same_trace_hash) {
     C.seed = 2;
     run();
     cr_assert_neq(R.trace_hash, h, "a different seed interleaves differently");
+}
+
+/* ---- construction ---------------------------------------------------------------- */
+
+static rig Rg;
+
+/* A p2p engine (P: sender; D: receiver), built with each allocation and
+ * each spawn of the construction refused in turn: a constructor that fails
+ * gives back everything it took (a sender that cannot spawn its actor
+ * included). */
+Test(p2p, a_failed_construction_releases_everything) {
+    rig_init(&Rg, NULL);
+    for (uint8_t role = KV_ROLE_PRODUCER; role <= KV_ROLE_CONSUMER; role++) {
+        kv_engine_cfg cfg = rig_engine_cfg(role, 2);
+        rig_failures f = rig_engine_failures(&Rg, &cfg, KV_CONN_P2P);
+        cr_assert(f.built, "role %u: the engine cannot be built at all", role);
+        cr_assert_gt(f.failed, 0, "role %u: no refusal made the construction fail", role);
+        cr_assert_str_empty(f.first_leak, "role %u: %s", role, f.first_leak);
+    }
+    rig_free(&Rg);
+}
+
+/* The bootstrap service whose actor cannot be spawned fails, and gives back
+ * its table. */
+Test(p2p, a_bootstrap_that_cannot_spawn_releases_itself) {
+    rig_init(&Rg, NULL);
+    int64_t live = Rg.te.live;
+    Rg.fail_spawn = Rg.spawns + 1;
+    kv_bootstrap *b = NULL;
+    cr_assert_neq(kv_bootstrap_new(&Rg.te.env, &Rg.rt, 0, &b), KV_OK);
+    cr_assert_eq(Rg.te.live, live, "%lld allocations left", (long long)(Rg.te.live - live));
+    Rg.fail_spawn = 0;
+    cr_assert_eq(kv_bootstrap_new(&Rg.te.env, &Rg.rt, 0, &b), KV_OK, "with room for its actor it is built");
+    kv_bootstrap_free(b);
+    cr_assert_eq(Rg.te.live, live);
+    rig_free(&Rg);
 }

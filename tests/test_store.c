@@ -4,7 +4,11 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "core/msgs.h"
+#include "core/store.h"
+#include "core/worker.h"
 #include "sim/world.h"
+#include "tests/support/rig.h"
 
 static sim_world *W;
 static sim_world_cfg C;
@@ -199,6 +203,33 @@ Test(store, preemption_resets_trackers_and_drops_counters) {
     cr_assert_gt(sim_world_engine(W, 0)->stats.preemptions + sim_world_engine(W, 1)->stats.preemptions, 0);
 }
 
+/* Request tables of two. Request 0's 1000-token prompt takes two long
+ * prefill steps on P; request 1 arrives during the first, asks the store at
+ * its boundary and waits for the lookup while the second runs. Its abort
+ * and request 2 arrive during that step, so the next schedule applies both:
+ * request 1 ends (nothing saved: no hold) and request 2 takes its engine
+ * slot, while the connector's table still holds request 1 until the step's
+ * metadata frees it. So request 2's first schedule finds that table full
+ * and gets no lookup; it must still get a slot and a tracker when its
+ * metadata is built, and be saved (INV-CACHE: the store holds every block
+ * of the prompt of each request that ended ok on P). */
+Test(store, a_request_taken_in_while_the_table_is_full_is_still_saved) {
+    C.conn_p = C.conn_d = KV_CONN_STORE;
+    C.reqs_max = 2;
+    C.n_reqs = 3;
+    C.req[0] = (sim_req_plan){.at_ns = 1000000, .prompt_len = 1000, .max_tokens = 2};
+    C.req[1] = (sim_req_plan){.at_ns = 2000000, .prompt_len = 64, .max_tokens = 2};
+    C.req[2] = (sim_req_plan){.at_ns = 18300000, .prompt_len = 80, .max_tokens = 2};
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 18000000, .kind = SIM_F_ABORT, .target = 1};
+    run();
+    expect_clean();
+    cr_assert_eq(R.requests_aborted, 1);
+    cr_assert_eq(R.requests_ok, 2);
+    cr_assert_eq(R.turned_away, 0, "request 2 found no free slot: it never took request 1's");
+    cr_assert_gt(R.armed[KV_INV_CACHE], 0, "the store's contents were judged");
+}
+
 /* ---- MultiConnector ------------------------------------------------------------ */
 
 Test(multi, p2p_first_is_chosen_and_the_store_hit_is_a_rejected_load) {
@@ -250,4 +281,122 @@ Test(multi, store_only_p_with_p2p_d_mixes_cleanly) {
     run();
     expect_clean();
     cr_assert_eq(R.requests_ok, 3);
+}
+
+static rig Rg;
+
+/* ---- the send actor alone ------------------------------------------------------- */
+
+/* A store send actor of a stand-in rank (engine 0, rank 0, all heads,
+ * 64-byte blocks), the simulated store, and a recording worker main. */
+static kv_worker Wk;
+static rig_sink Main;
+static kv_store_sender *Snd;
+static uint32_t SndActor;
+
+static void sender_alone(const sim_net_cfg *nc) {
+    rig_init(&Rg, nc);
+    rig_sink_spawn(&Rg, &Main, "P0.w0.main", 0);
+    Wk = (kv_worker){.env = &Rg.te.env, .rt = &Rg.rt, .cfg = rig_engine_cfg(KV_ROLE_PRODUCER, 1), .rank = 0,
+                     .node = 1, .main_actor = Main.actor, .t = sim_net_node(Rg.net, 1), .head_lo = 0,
+                     .head_hi = KV_HEADS, .block_bytes = KV_STORE_SNAP_BYTES};
+    rig_add_store(&Rg, 256, &Wk.cfg.store_addr);
+    cr_assert_eq(kv_store_sender_new(&Wk, &Snd, &SndActor), KV_OK);
+}
+
+static void sender_gone(void) {
+    kv_store_sender_free(Snd);
+    rig_free(&Rg);
+}
+
+/* Request id's save of its first n blocks (positions 0..n-1, one job, the
+ * save's last), run until everything is quiet; its SAVE_DONE. */
+static kv_m_store_save_done save(uint32_t id, uint32_t n) {
+    static kv_m_store_save j;
+    memset(&j, 0, sizeof j);
+    j = (kv_m_store_save){.id = id, .end_tokens = n * Wk.cfg.block_size, .last = 1, .n = n};
+    for (uint32_t pos = 0; pos < n; pos++) {
+        j.e[pos] = (kv_store_snap){.hash = kv_mix64(id * 1000u + pos), .pos = (uint8_t)pos};
+        memset(j.e[pos].bytes, (int)(id + pos), sizeof j.e[pos].bytes);
+    }
+    uint32_t before = rig_sink_count(&Main, KV_M_STORE_SAVE_DONE);
+    kv_rt_post(&Rg.rt, SndActor, KV_M_STORE_SAVE, &j, sizeof j);
+    rig_run(&Rg, NULL, NULL);
+    cr_assert_eq(Rg.te.n_violations, 0, "%s", Rg.te.n_violations ? Rg.te.v[0].detail : "");
+    cr_assert_eq(rig_sink_count(&Main, KV_M_STORE_SAVE_DONE), before + 1, "request %u: a save job ends once", id);
+    kv_m_store_save_done d;
+    memcpy(&d, Main.payload[Main.n - 1], sizeof d);
+    cr_assert_eq(Main.kind[Main.n - 1], KV_M_STORE_SAVE_DONE);
+    return d;
+}
+
+/* X: the resume offset (vLLM's _saved_offset). A request's second save
+ * repeats the blocks its first one put (a save goes from the tracker's
+ * start, which a preemption resets): the sender asks the store only about
+ * the blocks past what the request's earlier saves put. */
+Test(store, a_second_save_asks_the_store_only_about_new_blocks) {
+    sender_alone(NULL);
+    kv_m_store_save_done d = save(9, 4);
+    cr_assert_eq(d.status, 0);
+    cr_assert_eq(d.saved_blocks, 4);
+    const sim_store_stats *st = sim_store_get_stats(Rg.store);
+    uint64_t asked = st->exist_keys;
+    cr_assert_eq(asked, 4, "the first save asks about its blocks");
+    d = save(9, 6);
+    cr_assert_eq(d.status, 0);
+    cr_assert_eq(d.saved_blocks, 2);
+    cr_assert_eq(st->exist_keys - asked, 2, "the second save asked about %llu blocks, 2 of them new",
+                 (unsigned long long)(st->exist_keys - asked));
+    asked = st->exist_keys;
+    d = save(9, 6);
+    cr_assert_eq(d.status, 0);
+    cr_assert_eq(st->exist_keys, asked, "a save of nothing new asks nothing");
+    d = save(10, 3);
+    cr_assert_eq(st->exist_keys - asked, 3, "another request has its own offset");
+    sender_gone();
+}
+
+/* X: the EXIST reply names blocks to put, and the PUT cannot be sent (a
+ * network with no room for it). The job ends failed at once, the save's
+ * pin released, and the next job runs. */
+Test(store, a_put_that_cannot_be_sent_ends_the_save) {
+    sim_net_cfg nc = {.nodes_max = RIG_NODES, .eps_max = 8, .regions_max = KV_NODE_REGIONS_MAX, .packets_max = 64,
+                      .ctrl_bytes_max = 512, .lat_min_ns = 10000, .lat_max_ns = 100000, .ns_per_kib = 100};
+    sender_alone(&nc);
+    const sim_store_stats *st = sim_store_get_stats(Rg.store);
+    kv_m_store_save_done d = save(4, 8); /* 8 keys fit, 8 blocks of 64 bytes do not */
+    cr_assert_eq(st->exists, 1, "its EXIST went through");
+    cr_assert_eq(st->puts, 0);
+    cr_assert_eq(d.status, KV_STORE_FAILED);
+    cr_assert_eq(d.saved_blocks, 0);
+    d = save(5, 1);
+    cr_assert_eq(d.status, 0, "the sender goes on with the next job");
+    cr_assert_eq(d.saved_blocks, 1);
+    sender_gone();
+}
+
+/* ---- construction ---------------------------------------------------------------- */
+
+/* A store engine (P and D) and both MultiConnector orders, built with each
+ * allocation and each spawn of the construction refused in turn: a
+ * constructor that fails gives back everything it took, also what its
+ * children (the first MultiConnector child, the store actors) had built. */
+static void failed_constructions_release_everything(kv_conn_kind kind) {
+    rig_init(&Rg, NULL);
+    for (uint8_t role = KV_ROLE_PRODUCER; role <= KV_ROLE_CONSUMER; role++) {
+        kv_engine_cfg cfg = rig_engine_cfg(role, 2);
+        rig_failures f = rig_engine_failures(&Rg, &cfg, kind);
+        cr_assert(f.built, "role %u: the engine cannot be built at all", role);
+        cr_assert_gt(f.failed, 0, "role %u: no refusal made the construction fail (%llu allocations, %llu spawns)",
+                     role, (unsigned long long)f.allocs, (unsigned long long)f.spawns);
+        cr_assert_str_empty(f.first_leak, "role %u: %s", role, f.first_leak);
+    }
+    rig_free(&Rg);
+}
+
+Test(store, a_failed_construction_releases_everything) { failed_constructions_release_everything(KV_CONN_STORE); }
+
+Test(multi, a_failed_construction_releases_both_children) {
+    failed_constructions_release_everything(KV_CONN_MULTI_P2P_STORE);
+    failed_constructions_release_everything(KV_CONN_MULTI_STORE_P2P);
 }

@@ -9,11 +9,15 @@
 
 static uint64_t te_now(void *ctx) { return ((test_env *)ctx)->now_ns; }
 static void *te_alloc(void *ctx, size_t n) {
-    (void)ctx;
-    return calloc(1, n ? n : 1);
+    test_env *te = ctx;
+    if (++te->allocs == te->fail_alloc) return NULL;
+    void *p = calloc(1, n ? n : 1);
+    te->live += p != NULL;
+    return p;
 }
 static void te_release(void *ctx, void *p) {
-    (void)ctx;
+    test_env *te = ctx;
+    te->live -= p != NULL;
     free(p);
 }
 static uint64_t te_rand(void *ctx) {

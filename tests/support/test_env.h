@@ -1,5 +1,7 @@
 /* tests/support/test_env.h — a kv_env for unit tests: libc heap, a settable
- * clock, a seeded PRNG, and a violation recorder the test can inspect. */
+ * clock, a seeded PRNG, and a violation recorder the test can inspect. The
+ * heap counts what it hands out and takes back, and can refuse one
+ * allocation: a constructor's failure paths, one allocation at a time. */
 #ifndef KVCONN_TEST_ENV_H
 #define KVCONN_TEST_ENV_H
 
@@ -20,6 +22,9 @@ typedef struct test_env {
     int quiet;               /* 1: do not print log lines */
     uint32_t n_warn;         /* log lines at KV_LOG_WARN or above, printed or not */
     char last_warn[512];     /* the latest of them */
+    uint64_t allocs;         /* allocations asked for so far (refused ones too) */
+    int64_t live;            /* handed out and not yet released */
+    uint64_t fail_alloc;     /* the allocation with this number (allocs after it) is refused; 0: none */
 } test_env;
 
 void test_env_init(test_env *te);
