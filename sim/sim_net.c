@@ -899,3 +899,27 @@ kvt *sim_net_node(sim_net *net, uint32_t node) {
     if (!net || node >= net->cfg.nodes_max) return NULL;
     return &net->kvts[node];
 }
+
+kv_status sim_net_pump(sim_net *net, kv_rt *rt, sim_net_pump_buf *b) {
+    kv_status st, out = KV_OK;
+    do {
+        uint32_t n = 0;
+        st = sim_net_progress(net, b->ev, b->off, SIM_NET_PUMP_EVENTS, b->ctrl, sizeof b->ctrl, &n);
+        for (uint32_t i = 0; i < n; i++) {
+            const kvt_event *ev = &b->ev[i];
+            uint32_t len = (uint32_t)sizeof *ev;
+            memcpy(b->msg, ev, sizeof *ev);
+            if (ev->kind == KVT_EV_CTRL) {
+                uint32_t clen = ev->len <= KV_WIRE_MAX ? ev->len : 0;
+                memcpy(b->msg + sizeof *ev, b->ctrl + b->off[i], clen);
+                len += clen;
+            }
+            if (len > KV_MSG_PAYLOAD_MAX) {
+                out = KV_EFULL;
+                continue;
+            }
+            kv_rt_post(rt, ev->owner, KVT_MSG_EVENT, b->msg, len);
+        }
+    } while (st == KV_EAGAIN);
+    return out;
+}

@@ -30,6 +30,7 @@
 
 #include <stdint.h>
 
+#include "kvconn/actor.h"
 #include "kvconn/env.h"
 #include "kvconn/transport.h"
 #include "sim/choice.h"
@@ -62,6 +63,20 @@ uint64_t sim_net_next_due(const sim_net *net);
  * start at out_ctrl_off[i]. KV_EAGAIN if more remain (call again). */
 kv_status sim_net_progress(sim_net *net, kvt_event *out, uint32_t *out_ctrl_off, uint32_t max,
                            uint8_t *ctrl_buf, uint32_t ctrl_cap, uint32_t *out_n);
+
+/* Scratch of sim_net_pump (about 1 MiB: keep it in a long-lived object). */
+#define SIM_NET_PUMP_EVENTS 256u
+typedef struct sim_net_pump_buf {
+    kvt_event ev[SIM_NET_PUMP_EVENTS];
+    uint32_t off[SIM_NET_PUMP_EVENTS];
+    uint8_t ctrl[1u << 20];
+    uint8_t msg[sizeof(kvt_event) + KV_WIRE_MAX]; /* one event + its ctrl bytes, being posted */
+} sim_net_pump_buf;
+/* What the world does with the network's due events: each one to its
+ * endpoint's owner on rt, as a KVT_MSG_EVENT post with the ctrl bytes
+ * appended, in order, until none is due. KV_EFULL (after posting the rest)
+ * if an event would not fit a mailbox message; never for wire-sized ctrl. */
+kv_status sim_net_pump(sim_net *net, kv_rt *rt, sim_net_pump_buf *b);
 
 /* Faults. */
 /* The next batch submitted from `node` fails n_fail entries with this

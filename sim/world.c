@@ -21,7 +21,6 @@
 #define ARENA_BYTES (192u << 20)
 #define NODE_OF_ENGINE(i) (1u + (i) * (KV_TP_MAX + 1u))
 #define STORE_NODE NODE_OF_ENGINE(KV_ENGINES_MAX)
-#define NET_EVENTS_MAX 256u
 #define ALOG_MAX 16384u
 #define OWNER_WORLD 0u
 #define OWNER_BOOT 0xffffu
@@ -90,10 +89,7 @@ struct sim_world {
     uint64_t hash;
     uint32_t order[SIM_REQS_MAX + SIM_FAULTS_MAX]; /* world items by time */
     uint32_t n_items, next_item;
-    kvt_event net_ev[NET_EVENTS_MAX];
-    uint32_t net_off[NET_EVENTS_MAX];
-    uint8_t net_buf[1u << 20];
-    uint8_t net_msg[sizeof(kvt_event) + KV_WIRE_MAX]; /* one event + its ctrl bytes, being posted */
+    sim_net_pump_buf pump;
     kv_status net_error;  /* a network event could not be delivered (simulator limit), or a
                            * fault could not be applied (KV_ESTATE) */
 };
@@ -906,28 +902,10 @@ static uint64_t next_restart(const sim_world *w) {
 /* ---- network ------------------------------------------------------------------- */
 
 static void pump_net(sim_world *w) {
-    uint8_t *msg = w->net_msg;
-    kv_status st;
-    do {
-        uint32_t n = 0;
-        st = sim_net_progress(w->net, w->net_ev, w->net_off, NET_EVENTS_MAX, w->net_buf, sizeof w->net_buf, &n);
-        for (uint32_t i = 0; i < n; i++) {
-            const kvt_event *ev = &w->net_ev[i];
-            uint32_t len = (uint32_t)sizeof *ev;
-            memcpy(msg, ev, sizeof *ev);
-            if (ev->kind == KVT_EV_CTRL) {
-                uint32_t clen = ev->len <= KV_WIRE_MAX ? ev->len : 0;
-                memcpy(msg + sizeof *ev, w->net_buf + w->net_off[i], clen);
-                len += clen;
-            }
-            if (len > KV_MSG_PAYLOAD_MAX) { /* cannot happen for wire-sized ctrl; never drop silently */
-                kv_logf(&w->env, KV_LOG_ERROR, "world: control message of %u bytes exceeds a mailbox message", len);
-                w->net_error = KV_EFULL;
-                continue;
-            }
-            kv_rt_post(sim_rt_iface(w->rt), ev->owner, KVT_MSG_EVENT, msg, len);
-        }
-    } while (st == KV_EAGAIN);
+    if (sim_net_pump(w->net, sim_rt_iface(w->rt), &w->pump) == KV_OK) return;
+    /* cannot happen for wire-sized ctrl; never drop silently */
+    kv_logf(&w->env, KV_LOG_ERROR, "world: a control message exceeds a mailbox message");
+    w->net_error = KV_EFULL;
 }
 
 /* ---- events ------------------------------------------------------------------- */

@@ -639,6 +639,8 @@ static void auth_setup(void) {
     cr_assert_eq(kvt_tcp_set_secret(B.t, &k), KV_OK);
 }
 
+static kvt_tcp_stats sa, sb; /* A's and B's, as refused_for last read them */
+
 static kvt_tcp_stats stats(const side *s) {
     kvt_tcp_stats st;
     kvt_tcp_stats_get(s->t, &st);
@@ -692,22 +694,23 @@ Test(tcp_auth, another_secret_is_refused_with_a_log_line_and_nothing_lands) {
     for (uint32_t k = 0; k < 64 * BLK; k++) cr_assert_eq(dst_buf[BLK + k], 0xA5, "byte %u written", k);
 }
 
+/* from dials to and sends a ctrl message; the refusal is counted on `counted`
+ * and its log line names why; nothing reaches to's caller. */
+static void refused_for(side *from, side *to, const uint64_t *counted, const char *why) {
+    kvt_peer p;
+    cr_assert_eq(kvt_connect(from->t, from->ep, &to->addr, &p), KV_OK);
+    cr_assert_eq(kvt_send_ctrl(from->t, from->ep, p, "meta", 4), KV_OK);
+    PUMP_UNTIL((kvt_tcp_stats_get(A.t, &sa), kvt_tcp_stats_get(B.t, &sb), *counted == 1));
+    cr_assert(strstr(te.last_warn, why), "%s", te.last_warn);
+    cr_assert_eq(count(to, KVT_EV_CTRL), 0);
+}
+
 Test(tcp_auth, a_secret_on_one_side_only_is_named_in_the_log) {
     kvt_tcp_free(A.t);
     open_side(&A, 1); /* no secret */
-    kvt_peer pb;
-    cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
-    cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "meta", 4), KV_OK);
-    PUMP_UNTIL(stats(&B).auth_failed == 1);
-    cr_assert(strstr(te.last_warn, "HELLO without a nonce: the peer has no cluster secret"), "%s", te.last_warn);
-    cr_assert_eq(count(&B, KVT_EV_CTRL), 0);
+    refused_for(&A, &B, &sb.auth_failed, "HELLO without a nonce: the peer has no cluster secret");
     /* and the other way round: a node without a secret hears of one */
-    kvt_peer pa;
-    cr_assert_eq(kvt_connect(B.t, B.ep, &A.addr, &pa), KV_OK);
-    cr_assert_eq(kvt_send_ctrl(B.t, B.ep, pa, "meta", 4), KV_OK);
-    PUMP_UNTIL(stats(&A).protocol_errors == 1);
-    cr_assert(strstr(te.last_warn, "the peer has a cluster secret and this node has none"), "%s", te.last_warn);
-    cr_assert_eq(count(&A, KVT_EV_CTRL), 0);
+    refused_for(&B, &A, &sa.protocol_errors, "the peer has a cluster secret and this node has none");
 }
 
 /* A raw client that knows the protocol but not the secret. */

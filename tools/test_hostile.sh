@@ -18,23 +18,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 N=${KVNODE_REQUESTS:-600}
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
-trap cleanup EXIT
+. tools/lib_proc.sh # waitfor, proc_scratch
+proc_scratch
 fail() {
   echo "hostile ($B): FAILED — $*" >&2
   for f in "$tmp"/*.err "$tmp"/*.out; do [ -s "$f" ] && { echo "--- $f" >&2; tail -15 "$f" >&2; }; done
   exit 1
 }
 jget() { python3 -c "import json; d=json.load(open('$1')); print($2)"; }
-waitfor() { # PID SECONDS: its exit status, or 124
-  for _ in $(seq $(($2 * 10))); do
-    kill -0 "$1" 2>/dev/null || { wait "$1"; return $?; }
-    sleep 0.1
-  done
-  kill -9 "$1" 2>/dev/null; wait "$1" 2>/dev/null; return 124
-}
 listen_ports() { # PID: its listening TCP ports, comma-separated (from /proc)
   python3 - "$1" <<'PY'
 import os, sys

@@ -37,10 +37,8 @@ B=${KVNODE_BUILD:-build}
 N=${KVNODE_REQUESTS:-1000}
 K=$B/bin/kvnode
 [ -x "$K" ] || { echo "kvnode: $K not built" >&2; exit 1; }
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
-trap cleanup EXIT
+. tools/lib_proc.sh # waitfor, proc_scratch
+proc_scratch
 fail() {
   echo "kvnode ($B): FAILED — $*" >&2
   for f in "$tmp"/*.out "$tmp"/*.err; do [ -s "$f" ] && { echo "--- $f" >&2; grep -v 'pull batch\|respond batch' "$f" | tail -25 >&2; }; done
@@ -77,15 +75,6 @@ signal_at() {
   fail "$name: the run ended before $sig could be sent"
 }
 
-# waitfor PID SECONDS: exit status of PID, or 124 after SECONDS
-waitfor() {
-  local pid=$1 s=$2
-  for _ in $(seq $((s * 10))); do
-    kill -0 "$pid" 2>/dev/null || { wait "$pid"; return $?; }
-    sleep 0.1
-  done
-  kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; return 124
-}
 
 # finish NAME: the proxy, P and D of `start NAME` all exit 0 in time
 finish() {
@@ -187,21 +176,21 @@ grep -q "STALLED" "$tmp/killd.proxy.err" && fail "killd: the proxy stalled"
 check_clean killd 0
 echo "  SIGKILL of D at $((N / 5))+ done: the proxy failed D's $(jget "$j" "d['error']") requests at once (no stall), P's pool clean"
 # ---- 3d: one of two D engines killed, then restarted: routed around, then taken back -------
-NR=$(( N < 600 ? N : 600 ))
+NR=400 # whatever N: the run must outlast a new process's start-up
 rm -f "$tmp/redo.port"
 "$K" --role proxy --prefills 1 --decodes 2 --port-file "$tmp/redo.port" --json "$tmp/redo.json" --requests "$NR" \
-  --window 8 >"$tmp/redo.proxy.out" 2>"$tmp/redo.proxy.err" &
+  --window 4 >"$tmp/redo.proxy.out" 2>"$tmp/redo.proxy.err" &
 PX=$!; pids+=("$PX")
 for _ in $(seq 200); do [ -s "$tmp/redo.port" ] && break; sleep 0.05; done
 [ -s "$tmp/redo.port" ] || fail "redo: proxy did not start"
 port=$(cat "$tmp/redo.port")
-"$K" --role prefill --index 0 --proxy "127.0.0.1:$port" --step-us 1000 2>"$tmp/redo.p.err" & PP=$!; pids+=("$PP")
-"$K" --role decode --index 1 --proxy "127.0.0.1:$port" --step-us 1000 2>"$tmp/redo.d1.err" & PD=$!; pids+=("$PD")
-"$K" --role decode --index 2 --proxy "127.0.0.1:$port" --step-us 1000 2>"$tmp/redo.d2.err" & PD2=$!; pids+=("$PD2")
+"$K" --role prefill --index 0 --proxy "127.0.0.1:$port" --step-us 2000 2>"$tmp/redo.p.err" & PP=$!; pids+=("$PP")
+"$K" --role decode --index 1 --proxy "127.0.0.1:$port" --step-us 2000 2>"$tmp/redo.d1.err" & PD=$!; pids+=("$PD")
+"$K" --role decode --index 2 --proxy "127.0.0.1:$port" --step-us 2000 2>"$tmp/redo.d2.err" & PD2=$!; pids+=("$PD2")
 signal_at redo KILL "$PD" $((NR / 5)) 1500
 for _ in $(seq 200); do grep -q "engine D1 is gone" "$tmp/redo.proxy.err" && break; sleep 0.02; done
 grep -q "engine D1 is gone" "$tmp/redo.proxy.err" || fail "redo: the proxy did not notice D1's loss"
-"$K" --role decode --index 1 --proxy "127.0.0.1:$port" --step-us 1000 2>"$tmp/redo.d1b.err" & PD=$!; pids+=("$PD")
+"$K" --role decode --index 1 --proxy "127.0.0.1:$port" --step-us 2000 2>"$tmp/redo.d1b.err" & PD=$!; pids+=("$PD")
 waitfor "$PX" 120; rc=$?; [ $rc = 0 ] || fail "redo: proxy exited $rc"
 for p in "$PP" "$PD" "$PD2"; do waitfor "$p" 20; rc=$?; [ $rc = 0 ] || fail "redo: an engine exited $rc"; done
 j=$tmp/redo.json

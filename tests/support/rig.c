@@ -65,21 +65,7 @@ void rig_add_store(rig *r, uint32_t capacity, kvt_addr *addr) {
 
 /* As the world's pump: each network event to its endpoint's owner. */
 static void pump_net(rig *r) {
-    kv_status st;
-    do {
-        uint32_t n = 0;
-        st = sim_net_progress(r->net, r->ev, r->ev_off, RIG_EVENTS_MAX, r->ev_buf, sizeof r->ev_buf, &n);
-        for (uint32_t i = 0; i < n; i++) {
-            const kvt_event *ev = &r->ev[i];
-            uint32_t len = (uint32_t)sizeof *ev;
-            memcpy(r->msg, ev, sizeof *ev);
-            if (ev->kind == KVT_EV_CTRL && ev->len <= KV_WIRE_MAX) {
-                memcpy(r->msg + sizeof *ev, r->ev_buf + r->ev_off[i], ev->len);
-                len += ev->len;
-            }
-            kv_rt_post(sim_rt_iface(r->sim), ev->owner, KVT_MSG_EVENT, r->msg, len);
-        }
-    } while (st == KV_EAGAIN);
+    if (sim_net_pump(r->net, sim_rt_iface(r->sim), &r->pump) != KV_OK) abort();
 }
 
 bool rig_step(rig *r) {

@@ -21,7 +21,6 @@
 
 #define RIG_NODES 8u
 #define RIG_STORE_NODE (RIG_NODES - 1u)
-#define RIG_EVENTS_MAX 64u
 
 typedef struct rig {
     test_env te;             /* first: the env's ctx is the rig */
@@ -32,10 +31,7 @@ typedef struct rig {
     kv_rt rt;                /* what the core is given: sim's, with fail_spawn */
     uint64_t spawns;         /* spawns asked for through rt (refused ones too) */
     uint64_t fail_spawn;     /* the spawn with this number is refused (KV_ENOMEM); 0: none */
-    kvt_event ev[RIG_EVENTS_MAX];
-    uint32_t ev_off[RIG_EVENTS_MAX];
-    uint8_t ev_buf[1u << 17];
-    uint8_t msg[sizeof(kvt_event) + KV_WIRE_MAX];
+    sim_net_pump_buf pump;   /* the world's delivery of network events (sim_net_pump) */
 } rig;
 
 /* A runtime and a network (nc NULL: the world's settings). Static or heap
