@@ -15,6 +15,8 @@
 #     3b. SIGSTOP of P for longer than D's receive timeout, then SIGCONT: D
 #     fails the pulls it gave up on, the thawed P's late answers corrupt no
 #     block (no violation), every request ends, both pools clean;
+#     3b2. the same freeze of D: every request ends, no violation, both pools
+#     clean (P's expired holds are released, D's late pulls answered or dropped);
 #     3c. SIGKILL of D mid-run: the proxy sees the link close, fails what it
 #     had sent to D and every later request for it (ENGINE_DOWN), so the run
 #     ends without a stall; P's holds end and its pool is clean;
@@ -159,6 +161,18 @@ j=$tmp/freeze.json
 [ "$(jget "$j" "d['engines'][1]['load_errors'] > 0")" = True ] || fail "freeze: D reported no load error"
 check_clean freeze 0; check_clean freeze 1
 echo "  SIGSTOP of P for 2.5 s at $((NF / 4))+ done (D's receive timeout 1 s), then SIGCONT: $(jget "$j" "d['error']") requests failed with $(jget "$j" "d['engines'][1]['load_errors']") load errors on D, $(jget "$j" "d['ok']") ok, no violation, both pools clean"
+
+# ---- 3b2: SIGSTOP of D for longer than its receive timeout, then SIGCONT ------------------
+start freezed "--requests $NF --window 16 --stall-ms 60000" "--step-us 300 --recv-timeout-ms 1000 --abort-timeout-ms 2000"
+signal_at freezed STOP "$PD" $((NF / 4)) 3000
+sleep 2.5
+kill -CONT "$PD"
+finish freezed
+j=$tmp/freezed.json
+[ "$(jget "$j" "d['pending']")" = 0 ] || fail "freezed: requests without an outcome"
+[ "$(jget "$j" "d['ok'] + d['error'] + d['aborted']")" = "$NF" ] || fail "freezed: outcomes do not add up"
+check_clean freezed 0; check_clean freezed 1
+echo "  SIGSTOP of D for 2.5 s at $((NF / 4))+ done, then SIGCONT: $(jget "$j" "d['ok']") ok, $(jget "$j" "d['error']") failed, no violation, both pools clean"
 
 # ---- 3c: SIGKILL of D mid-run: the proxy fails D's requests at once, no stall ------------
 start killd "--requests $N --window 16 --stall-ms 60000" "--step-us 300"
