@@ -106,6 +106,10 @@ typedef struct kv_engine_cfg {
     uint64_t idle_poll_ns;    /* retry period of a send still in flight at its expiry */
     uint64_t abort_timeout_ns;/* P: VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT */
     uint64_t recv_timeout_ns; /* D: RCVTIMEO */
+    uint32_t peer_share_pct;  /* P: the most of its sender's pull slots and request slots one D
+                               * peer (a D rank's control connection) may hold, in percent; 0 or
+                               * 100: no cap. A pull over it is refused "sender busy" (logged,
+                               * counted), so no one peer can hold all of them */
     uint32_t bugs;            /* kv_bug mask */
     uint32_t proxy_actor;     /* request completions go here */
     uint32_t bootstrap_actor;

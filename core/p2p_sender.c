@@ -126,6 +126,7 @@ struct kv_p2p_sender {
     snd_preq *preq;        /* [n_preqs] */
     bool *preq_used;       /* [n_preqs] */
     uint32_t fault_exception, fault_err_req, fault_drop_resp; /* armed counts */
+    uint64_t share_refused; /* pulls refused because their D peer held its share (cfg.peer_share_pct) */
     uint32_t next_timer;   /* timer ids never repeat, even across slot reuse */
     kv_wire_msg *in;       /* scratch (env): the pull being handled, decoded */
     kv_wire_msg *out;      /* scratch (env): the response being encoded */
@@ -444,6 +445,22 @@ static const char *validate_pull(const kv_p2p_sender *s, const kv_wire_xfer_meta
     return paired ? NULL : "unpaired TP rank";
 }
 
+/* Whether a pull of n_reqs requests from peer would take it past its share
+ * of the pull slots or of the request slots (cfg.peer_share_pct). The
+ * request share never drops below one whole pull, so a peer can always be
+ * served once the others let go. */
+static bool over_share(const kv_p2p_sender *s, kvt_peer peer, uint32_t n_reqs) {
+    uint32_t pct = s->w->cfg.peer_share_pct, pulls = 0, reqs = 0;
+    if (pct == 0 || pct >= 100) return false;
+    for (uint32_t i = 0; i < SND_PULLS_MAX; i++)
+        if (s->pull[i].used && s->pull[i].ctrl_peer == peer) pulls++, reqs += s->pull[i].n_reqs;
+    uint32_t max_pulls = SND_PULLS_MAX * pct / 100u, max_reqs = s->n_preqs * pct / 100u;
+    uint32_t floor_reqs = s->n_preqs < KV_PULL_REQS_MAX ? s->n_preqs : KV_PULL_REQS_MAX;
+    if (max_pulls < 1u) max_pulls = 1u;
+    if (max_reqs < floor_reqs) max_reqs = floor_reqs;
+    return pulls + 1u > max_pulls || reqs + n_reqs > max_reqs;
+}
+
 static void on_pull(kv_p2p_sender *s, kvt_peer peer, const kv_wire_xfer_meta *m) {
     if (s->fault_exception) {
         s->fault_exception--;
@@ -453,6 +470,16 @@ static void on_pull(kv_p2p_sender *s, kvt_peer peer, const kv_wire_xfer_meta *m)
     const char *bad = validate_pull(s, m);
     if (bad) {
         whole_error(s, peer, m->batch, bad);
+        return;
+    }
+    if (over_share(s, peer, m->n_reqs)) {
+        if (++s->share_refused <= 16u || s->share_refused % 1024u == 0)
+            kv_logf(SND_ENV(s), KV_LOG_WARN,
+                    "sender: engine %u rank %u: pull batch %u from D%u rank %u refused: that peer holds its share "
+                    "(%u%%) of the pull or request slots (%llu refused)",
+                    s->w->cfg.index, s->w->rank, m->batch, m->d_engine, m->d_tp_rank, s->w->cfg.peer_share_pct,
+                    (unsigned long long)s->share_refused);
+        whole_error(s, peer, m->batch, "sender busy (this D's share)");
         return;
     }
     uint32_t slot = UINT32_MAX;

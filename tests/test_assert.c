@@ -759,6 +759,7 @@ static uint8_t forged_frame[KV_WIRE_MAX];
 typedef uint32_t (*forger)(void);  /* writes forged_frame from pull; returns its length */
 static forger forge;
 static bool all_pull_slots_taken;  /* the sender hears it with every pull slot in use */
+static uint32_t share_slots;       /* or with this many pull slots held by the forged pull's peer */
 static bool answered;
 static kv_wire_xfer_resp reply;
 static uint32_t held_before, held_after, slots_before, slots_after;
@@ -778,7 +779,9 @@ static bool hear_forged(void) {
     kv_p2p_sender *s = shim_p2p_sender(rank0(0));
     if (!shim_p2p_sender_last_pull(s, &pull)) return false;
     uint32_t len = forge();
-    uint32_t taken = all_pull_slots_taken ? shim_p2p_sender_take_pull_slots(s) : 0;
+    uint32_t taken = all_pull_slots_taken ? shim_p2p_sender_take_pull_slots(s)
+                     : share_slots     ? shim_p2p_sender_take_pull_slots_of(s, KVT_NONE, share_slots)
+                                       : 0;
     held_before = kv_p2p_sender_state(s);
     slots_before = shim_p2p_sender_request_slots_used(s);
     answered = shim_p2p_sender_hear(s, KVT_NONE, forged_frame, len, &reply);
@@ -877,6 +880,33 @@ static uint32_t d_pull_again(void) {
 Test(peer_input, a_pull_with_every_pull_slot_in_use_is_refused_as_busy) {
     all_pull_slots_taken = true;
     expect_refused(d_pull_again, "sender busy", true);
+}
+
+/* D's own pull, heard while its peer holds half of the pull slots, with a
+ * share of 50%: refused as busy, P holds nothing more for it. */
+static uint32_t d_pull_over_its_share(void) {
+    kv_p2p_sender *s = shim_p2p_sender(rank0(0));
+    shim_p2p_sender_set_share(s, 50);
+    forge_pull();
+    return encode_forged();
+}
+Test(peer_input, a_pull_from_a_d_peer_holding_its_share_of_the_pull_slots_is_refused_as_busy) {
+    share_slots = 16; /* the forged pull's peer holds 16 of 32 */
+    expect_refused(d_pull_over_its_share, "sender busy (this D's share)", true);
+}
+
+Test(peer_input, the_share_counts_one_peers_pull_and_request_slots_and_never_less_than_one_pull) {
+    /* an engine of 64 requests: 32 pull slots, 64 request slots (SND_PREQS_MAX) */
+    cr_assert(!shim_p2p_sender_over_share_as_built(64, 0, 31, 4, 0, 4), "0: no cap");
+    cr_assert(!shim_p2p_sender_over_share_as_built(64, 100, 31, 4, 0, 4), "100: no cap");
+    cr_assert(!shim_p2p_sender_over_share_as_built(64, 50, 15, 1, 0, 1), "15 + 1 pulls of 16 allowed");
+    cr_assert(shim_p2p_sender_over_share_as_built(64, 50, 16, 1, 0, 1), "a 17th pull is over 50%");
+    cr_assert(!shim_p2p_sender_over_share_as_built(64, 50, 1, 1, 16, 1), "other peers' pulls do not count");
+    cr_assert(!shim_p2p_sender_over_share_as_built(64, 50, 1, 16, 0, 16), "16 + 16 of 64 request slots: at the share");
+    cr_assert(shim_p2p_sender_over_share_as_built(64, 50, 1, 16, 0, 17), "16 + 17 request slots: over");
+    /* a share smaller than one pull still lets one whole pull through */
+    cr_assert(!shim_p2p_sender_over_share_as_built(64, 1, 0, 0, 0, KV_PULL_REQS_MAX), "the first pull always fits");
+    cr_assert(shim_p2p_sender_over_share_as_built(64, 1, 1, 1, 0, 1), "1% of 32 pull slots: one at a time");
 }
 
 /* A failed transfer round: P's response names the transfer engine's code

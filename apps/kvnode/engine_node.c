@@ -87,7 +87,8 @@ static kv_engine_cfg engine_cfg(const kvn_opts *o, uint32_t proxy, uint32_t boot
         .head_bytes = o->head_bytes, .max_batched_tokens = o->max_batched_tokens, .max_running = 32,
         .policy = o->policy, .prefix_caching = false, .step_ns_base = (uint64_t)o->step_us * 1000u,
         .step_ns_per_token = 0, .idle_poll_ns = 5000000, .abort_timeout_ns = (uint64_t)o->abort_timeout_ms * 1000000u,
-        .recv_timeout_ns = (uint64_t)o->recv_timeout_ms * 1000000u, .bugs = 0, .proxy_actor = proxy,
+        .recv_timeout_ns = (uint64_t)o->recv_timeout_ms * 1000000u, .peer_share_pct = o->peer_share,
+        .bugs = 0, .proxy_actor = proxy,
         .bootstrap_actor = boot};
     for (uint32_t g = 0; g < o->groups; g++) e.group[g] = (kv_group_cfg){.kind = KV_GROUP_FULL};
     if (strcmp(o->kvmem, "staged") == 0) e.kvmem = (kv_kvmem){.ops = &kv_kvmem_staged};

@@ -95,6 +95,7 @@ typedef struct kvn_opts {
     kv_auth_key key;         /* the cluster secret (key.set: every link proves it) */
     uint32_t hello_ms;       /* HELLO (and challenge-response) deadline of every link */
     uint32_t max_pending, max_pending_addr; /* transport connections in their HELLO: all, per address */
+    uint32_t peer_share;     /* P: percent of its pull and request slots one D peer may hold (75; 100: all) */
 } kvn_opts;
 
 /* The ABI tag both ends of the bridge must share: sizes of every payload

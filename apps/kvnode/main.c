@@ -80,6 +80,8 @@ static void usage(FILE *out) {
           "           --hello-ms N (5000: a link that has not proved the secret by then is closed)\n"
           "           --max-pending N (16)  --max-pending-per-addr N (8): transport connections still in\n"
           "           their HELLO, at most; a new one over a limit evicts the oldest (logged, counted)\n"
+          "  prefill: --peer-share PCT (75): the most of P's pull and request slots one D rank may hold;\n"
+          "           a pull over it is refused \"sender busy\" (logged, counted); 100: no cap\n"
           "           --groups N (1)  --tp N (1)  --block-size N (16)  --pool-blocks N (1024)  --head-bytes N (16384)\n"
           "           (a block holds --head-bytes x 4 heads / tp bytes per group and worker: 64 KiB by default)\n"
           "           --step-us N (0)  --recv-timeout-ms N (10000)  --abort-timeout-ms N (5000)\n"
@@ -144,7 +146,7 @@ static int parse_arg(kvn_opts *o, const char *k, const char *v) {
         {"--blast-buf-mb", &o->blast_buf_mb}, {"--rdma-port", &o->rdma_port},
         {"--prefills", &o->prefills},     {"--decodes", &o->decodes},
         {"--hello-ms", &o->hello_ms},     {"--max-pending", &o->max_pending},
-        {"--max-pending-per-addr", &o->max_pending_addr},
+        {"--max-pending-per-addr", &o->max_pending_addr}, {"--peer-share", &o->peer_share},
     };
     static const char *const transports[] = {"tcp", "rdma"}, *const kvmems[] = {"host", "staged", "hbm"},
                              *const levels[] = {"debug", "info", "warn", "error"};
@@ -230,6 +232,8 @@ static int check_opts(const kvn_opts *o) {
     if (!o->hello_ms || !o->max_pending || !o->max_pending_addr)
         return fputs("kvnode: --hello-ms, --max-pending and --max-pending-per-addr must be at least 1\n", stderr),
                EXIT_USAGE;
+    if (o->peer_share < 1 || o->peer_share > 100)
+        return fprintf(stderr, "kvnode: --peer-share: %u is not in 1..100\n", o->peer_share), EXIT_USAGE;
     bool engine = strcmp(o->role, "prefill") == 0 || strcmp(o->role, "decode") == 0;
     if (!engine && strcmp(o->role, "proxy") && strcmp(o->role, "blast") && strcmp(o->role, "kvt-blast"))
         return fprintf(stderr, "kvnode: --role: unknown role '%s'\n", o->role), usage_error();
@@ -298,7 +302,7 @@ int main(int argc, char **argv) {
                   .max_batched_tokens = 8192, .recv_timeout_ms = 10000, .abort_timeout_ms = 5000,
                   .groups = 1, .transport = "tcp", .kvmem = "host", .rdma_port = 1, .prefills = 1, .decodes = 1,
                   .stall_ms = 30000, .policy = KV_POLICY_FAIL, .log_level = KV_LOG_WARN, .hello_ms = 5000,
-                  .max_pending = 16, .max_pending_addr = 8};
+                  .max_pending = 16, .max_pending_addr = 8, .peer_share = 75};
     for (int i = 1; i < argc; i++) {
         int done = -1, rc;
         if (take_flag(&o, argv[i], &done) > 0) {

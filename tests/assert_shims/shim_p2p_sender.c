@@ -87,3 +87,35 @@ void shim_p2p_sender_give_back_pull_slots(kv_p2p_sender *s, uint32_t taken) {
     for (uint32_t i = 0; i < SND_PULLS_MAX; i++)
         if (taken & (1u << i)) s->pull[i] = (snd_pull){0};
 }
+
+/* The share a D peer may hold (cfg.peer_share_pct = pct): on a sender sized
+ * for an engine of reqs_max requests, `mine` pull slots are taken by peer 1
+ * with reqs_each requests each and `others` by peer 2; would a pull of
+ * n_reqs requests from peer 1 take it past its share? */
+bool shim_p2p_sender_over_share_as_built(uint32_t reqs_max, uint32_t pct, uint32_t mine, uint32_t reqs_each,
+                                         uint32_t others, uint32_t n_reqs) {
+    static kv_p2p_sender s;
+    static kv_worker w;
+    memset(&s, 0, sizeof s);
+    memset(&w, 0, sizeof w);
+    w.cfg.peer_share_pct = pct;
+    s.w = &w;
+    s.n_preqs = preq_pool_size(reqs_max);
+    for (uint32_t i = 0; i < SND_PULLS_MAX && i < mine + others; i++)
+        s.pull[i] = (snd_pull){.used = true, .ctrl_peer = i < mine ? 1u : 2u, .n_reqs = i < mine ? reqs_each : 1u};
+    return over_share(&s, 1u, n_reqs);
+}
+
+void shim_p2p_sender_set_share(kv_p2p_sender *s, uint32_t pct) { ((kv_worker *)s->w)->cfg.peer_share_pct = pct; }
+
+/* n free pull slots taken by pulls of no requests from peer (a bit each). */
+uint32_t shim_p2p_sender_take_pull_slots_of(kv_p2p_sender *s, kvt_peer peer, uint32_t n) {
+    uint32_t taken = 0;
+    for (uint32_t i = 0; i < SND_PULLS_MAX && n; i++)
+        if (!s->pull[i].used) {
+            s->pull[i] = (snd_pull){.used = true, .ctrl_peer = peer, .data_peer = KVT_NONE, .req = &s->preq[0]};
+            taken |= 1u << i;
+            n--;
+        }
+    return taken;
+}

@@ -39,6 +39,13 @@ uint32_t shim_p2p_sender_request_slots_used(const kv_p2p_sender *s);
 /* every free pull slot taken (by pulls of no requests), and given back */
 uint32_t shim_p2p_sender_take_pull_slots(kv_p2p_sender *s);
 void shim_p2p_sender_give_back_pull_slots(kv_p2p_sender *s, uint32_t taken);
+/* cfg.peer_share_pct's rule on a sender as built for reqs_max requests:
+ * `mine` pulls of reqs_each requests held by one peer, `others` by another;
+ * is a pull of n_reqs more from the first over its share of pct percent? */
+bool shim_p2p_sender_over_share_as_built(uint32_t reqs_max, uint32_t pct, uint32_t mine, uint32_t reqs_each,
+                                         uint32_t others, uint32_t n_reqs);
+void shim_p2p_sender_set_share(kv_p2p_sender *s, uint32_t pct); /* the worker's cfg.peer_share_pct */
+uint32_t shim_p2p_sender_take_pull_slots_of(kv_p2p_sender *s, kvt_peer peer, uint32_t n); /* give back as above */
 /* shim_p2p_receiver.c */
 void shim_p2p_receiver_orphan_request(kv_p2p_receiver *r);   /* R4 */
 void shim_p2p_receiver_unterminated_addr(kv_p2p_receiver *r);/* C1-C3: our own pull cannot encode */
