@@ -900,13 +900,13 @@ Test(peer_input, the_share_counts_one_peers_pull_and_request_slots_and_never_les
     cr_assert(!shim_p2p_sender_over_share_as_built(64, 0, 31, 4, 0, 4), "0: no cap");
     cr_assert(!shim_p2p_sender_over_share_as_built(64, 100, 31, 4, 0, 4), "100: no cap");
     cr_assert(!shim_p2p_sender_over_share_as_built(64, 50, 15, 1, 0, 1), "15 + 1 pulls of 16 allowed");
-    cr_assert(shim_p2p_sender_over_share_as_built(64, 50, 16, 1, 0, 1), "a 17th pull is over 50%");
+    cr_assert(shim_p2p_sender_over_share_as_built(64, 50, 16, 1, 0, 1), "a 17th pull is over half");
     cr_assert(!shim_p2p_sender_over_share_as_built(64, 50, 1, 1, 16, 1), "other peers' pulls do not count");
     cr_assert(!shim_p2p_sender_over_share_as_built(64, 50, 1, 16, 0, 16), "16 + 16 of 64 request slots: at the share");
     cr_assert(shim_p2p_sender_over_share_as_built(64, 50, 1, 16, 0, 17), "16 + 17 request slots: over");
     /* a share smaller than one pull still lets one whole pull through */
     cr_assert(!shim_p2p_sender_over_share_as_built(64, 1, 0, 0, 0, KV_PULL_REQS_MAX), "the first pull always fits");
-    cr_assert(shim_p2p_sender_over_share_as_built(64, 1, 1, 1, 0, 1), "1% of 32 pull slots: one at a time");
+    cr_assert(shim_p2p_sender_over_share_as_built(64, 1, 1, 1, 0, 1), "one percent of 32 pull slots: one at a time");
 }
 
 /* A failed transfer round: P's response names the transfer engine's code
