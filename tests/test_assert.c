@@ -677,6 +677,12 @@ Test(assert_wire, encoded_ok_holds_for_the_encoder_and_fails_for_other_frames) {
     frame[len - 1] ^= 1; /* C3: the last block id differs from what was encoded */
     cr_expect_not(kv_wire_encoded_ok(&msg, frame, len));
     frame[len - 1] ^= 1;
+    msg.u.meta.region[0].region ^= 1; /* C3: a region's id alone differs, its length the same */
+    cr_expect_not(kv_wire_encoded_ok(&msg, frame, len));
+    msg.u.meta.region[0].region ^= 1;
+    msg.u.meta.region[0].len ^= 1; /* C3: a region's length alone differs */
+    cr_expect_not(kv_wire_encoded_ok(&msg, frame, len));
+    msg.u.meta.region[0].len ^= 1;
 #endif
     cr_expect(kv_wire_encoded_ok(&msg, frame, len));
 

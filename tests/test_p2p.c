@@ -2,9 +2,14 @@
  * transition by transition (spec section C), through the public world API
  * with the in-process (sim) transport. Each test names the transition. */
 #include <criterion/criterion.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/bootstrap.h"
+#include "core/msgs.h"
+#include "core/p2p.h"
+#include "core/proxy.h"
 #include "sim/world.h"
 #include "tests/support/rig.h"
 
@@ -225,6 +230,23 @@ Test(p2p, receive_timeout_counts_from_the_last_response) {
     run();
     expect_clean();
     cr_assert_eq(R.requests_ok, 6, "%u ok, %u errors", (unsigned)R.requests_ok, (unsigned)R.requests_error);
+}
+
+/* A drop_response fault drops one response of P's sender, not every one
+ * after it: request 0's pull loses its answer and fails by D's receive
+ * timeout; request 1, pulled well after that, is answered and ends ok. */
+Test(p2p, a_dropped_response_costs_only_the_pull_it_answered) {
+    reqs(2, 90, 3);
+    C.recv_timeout_ns = 50000000;
+    C.req[1].at_ns = 500000000;
+    C.n_faults = 1;
+    C.fault[0] = (sim_fault){.at_ns = 500000, .kind = SIM_F_SENDER_DROP_RESP, .target = 0};
+    run();
+    expect_clean();
+    const kv_proxy *px = sim_world_proxy(W);
+    cr_assert_eq(kv_proxy_slot(px, 0)->outcome, KV_OUT_ERROR, "request 0's pull lost its only response");
+    cr_assert_eq(kv_proxy_slot(px, 1)->outcome, KV_OUT_OK, "request 1 (outcome %u) was pulled after the drop",
+                 kv_proxy_slot(px, 1)->outcome);
 }
 
 Test(p2p, seed000_err_early_return_timeout_path_also_leaks) {
@@ -526,5 +548,74 @@ Test(p2p, a_bootstrap_that_cannot_spawn_releases_itself) {
     cr_assert_eq(kv_bootstrap_new(&Rg.te.env, &Rg.rt, 0, &b), KV_OK, "with room for its actor it is built");
     kv_bootstrap_free(b);
     cr_assert_eq(Rg.te.live, live);
+    rig_free(&Rg);
+}
+
+/* ---- the receiver alone --------------------------------------------------------- */
+
+/* D's receiver of a stand-in rank (engine 0, rank 0 of 1, two full
+ * groups) on a node with room for one region only, a recording worker main
+ * and a recording bootstrap service. */
+static kv_worker Wd;
+static rig_sink DMain, Boot;
+static kv_p2p_receiver *Rcv;
+static uint32_t RcvActor;
+static uint8_t Kv[2][8 * 64];
+
+static void receiver_alone(uint32_t regions) {
+    sim_net_cfg nc = {.nodes_max = RIG_NODES, .eps_max = 8, .regions_max = regions, .packets_max = 4096,
+                      .ctrl_bytes_max = 8u << 20, .lat_min_ns = 10000, .lat_max_ns = 100000, .ns_per_kib = 100};
+    rig_init(&Rg, &nc);
+    rig_sink_spawn(&Rg, &DMain, "D0.w0.main", 0);
+    rig_sink_spawn(&Rg, &Boot, "bootstrap", 0);
+    kv_engine_cfg cfg = rig_engine_cfg(KV_ROLE_CONSUMER, 1);
+    cfg.n_groups = 2;
+    cfg.group[1] = (kv_group_cfg){.kind = KV_GROUP_FULL};
+    cfg.bootstrap_actor = Boot.actor;
+    Wd = (kv_worker){.env = &Rg.te.env, .rt = &Rg.rt, .cfg = cfg, .rank = 0, .node = 1, .main_actor = DMain.actor,
+                     .t = sim_net_node(Rg.net, 1), .head_lo = 0, .head_hi = KV_HEADS, .block_bytes = 64,
+                     .capacity = 8, .kv = {Kv[0], Kv[1]}};
+    cr_assert_eq(kv_p2p_receiver_new(&Wd, &Rcv, &RcvActor), KV_OK);
+}
+
+/* Request d_req's pull from engine 0 (two blocks per group), flushed; P's
+ * engine 0 (one rank) is then known to the bootstrap. */
+static void pull_from_engine_0(uint32_t d_req) {
+    static kv_p2p_pull p;
+    memset(&p, 0, sizeof p);
+    p = (kv_p2p_pull){.d_req = d_req, .transfer_id = d_req, .remote_engine = 0,
+                      .blocks = {.n_groups = 2, .n = {2, 2}}};
+    for (uint32_t g = 0; g < 2; g++) {
+        p.blocks.id[g][0] = 1;
+        p.blocks.id[g][1] = 2;
+    }
+    kv_rt_post(&Rg.rt, RcvActor, KV_M_P2P_RECV_START, &p, sizeof p);
+    kv_rt_post(&Rg.rt, RcvActor, KV_M_P2P_RECV_FLUSH, NULL, 0);
+    rig_run(&Rg, NULL, NULL);
+    cr_assert_eq(rig_sink_count(&Boot, KV_M_BOOT_QUERY), 1, "the receiver asks where engine 0 is");
+    kv_wire_boot rep = {.engine = 0, .tp_size = 1, .found = 1};
+    snprintf(rep.addr[0].s, sizeof rep.addr[0].s, "sim:2/0");
+    kv_rt_post(&Rg.rt, RcvActor, KV_M_BOOT_REPLY, &rep, sizeof rep);
+    rig_run(&Rg, NULL, NULL);
+}
+
+/* A pull whose batch gets no region grant for every group (the transport
+ * refuses the second registration) fails its request at once: reported to
+ * the worker main as a failed load, the batch released, and the grant it
+ * did get revoked (the node's one region is free again). */
+Test(p2p, a_pull_without_room_for_its_grants_fails_at_once_and_gives_the_room_back) {
+    receiver_alone(1);
+    pull_from_engine_0(7);
+    cr_assert_eq(Rg.te.n_violations, 0, "%s", Rg.te.n_violations ? Rg.te.v[0].detail : "");
+    cr_assert_eq(rig_sink_count(&DMain, KV_M_P2P_RECV_DONE), 1, "the request is reported once");
+    kv_m_recv_done d;
+    memcpy(&d, DMain.payload[DMain.n - 1], offsetof(kv_m_recv_done, pull));
+    cr_assert_eq(d.d_req, 7);
+    cr_assert_eq(d.failed, 1, "its load failed");
+    cr_assert_eq(kv_p2p_receiver_state(Rcv), 0, "the receiver holds nothing of it");
+    kvt_region id;
+    cr_assert_eq(kvt_reg(Wd.t, Kv[0], sizeof Kv[0], KVT_MEM_HOST, &id), KV_OK, "the first group's grant is revoked");
+    kvt_dereg(Wd.t, id);
+    kv_p2p_receiver_free(Rcv);
     rig_free(&Rg);
 }

@@ -396,6 +396,32 @@ static void failed_constructions_release_everything(kv_conn_kind kind) {
 
 Test(store, a_failed_construction_releases_everything) { failed_constructions_release_everything(KV_CONN_STORE); }
 
+/* An engine whose connector uses the store needs the store's address: with
+ * none it is refused (KV_EINVAL) and gives back everything it took; an
+ * engine whose connector never asks the store is built without one. */
+Test(store, an_engine_using_the_store_without_its_address_is_refused) {
+    static const kv_conn_kind with_store[] = {KV_CONN_STORE, KV_CONN_MULTI_P2P_STORE, KV_CONN_MULTI_STORE_P2P};
+    rig_init(&Rg, NULL);
+    for (uint8_t role = KV_ROLE_PRODUCER; role <= KV_ROLE_CONSUMER; role++) {
+        kv_engine_cfg cfg = rig_engine_cfg(role, 2);
+        cfg.store_addr.s[0] = '\0';
+        for (size_t k = 0; k < sizeof with_store / sizeof with_store[0]; k++) {
+            int64_t live = Rg.te.live;
+            kv_engine *e = NULL;
+            kv_status st = rig_engine_new(&Rg, &cfg, with_store[k], &e);
+            cr_expect_eq(st, KV_EINVAL, "role %u, %s: %s", role, kv_conn_kind_name(with_store[k]), kv_status_str(st));
+            if (st == KV_OK) kv_engine_free(e);
+            cr_expect_eq(Rg.te.live, live, "role %u, %s: %lld allocations left", role,
+                         kv_conn_kind_name(with_store[k]), (long long)(Rg.te.live - live));
+        }
+        kv_engine *e = NULL;
+        cr_assert_eq(rig_engine_new(&Rg, &cfg, KV_CONN_P2P, &e), KV_OK, "role %u: p2p needs no store", role);
+        kv_engine_free(e);
+    }
+    cr_assert_eq(Rg.te.n_violations, 0, "%s", Rg.te.n_violations ? Rg.te.v[0].detail : "");
+    rig_free(&Rg);
+}
+
 Test(multi, a_failed_construction_releases_both_children) {
     failed_constructions_release_everything(KV_CONN_MULTI_P2P_STORE);
     failed_constructions_release_everything(KV_CONN_MULTI_STORE_P2P);

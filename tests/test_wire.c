@@ -853,3 +853,29 @@ Test(wire, store_messages_are_bounds_checked) {
     for (int i = 0; i < 4; i++) g_buf[4 + i] = (uint8_t)(short_payload >> (8 * i));
     cr_assert_eq(decode_exact(g_buf, len - 1, &g_out), KV_EPROTO, "a truncated block is rejected");
 }
+
+/* A store block is 1..KV_STORE_BLOCK_BYTES_MAX bytes: both ends of the range
+ * round-trip in every message that carries a size, and 0 is refused both
+ * ways (the encoder's bound, and the decoder's for the same bytes). */
+Test(wire, store_block_sizes_are_one_to_the_maximum) {
+    static const uint32_t sized[] = {KV_WIRE_STORE_PUT, KV_WIRE_STORE_GET, KV_WIRE_STORE_GET_REPLY};
+    static const uint32_t ends[] = {1, KV_STORE_BLOCK_BYTES_MAX};
+    for (size_t t = 0; t < sizeof sized / sizeof sized[0]; t++) {
+        for (size_t e = 0; e < sizeof ends / sizeof ends[0]; e++) {
+            store_fixture(&g_msg, sized[t], 3, ends[e], 0);
+            size_t n = encode_ok(&g_msg, g_buf);
+            kv_status rc = decode_exact(g_buf, n, &g_out);
+            cr_assert_eq(rc, KV_OK, "type %u, %u-byte blocks: decode %s", sized[t], ends[e], kv_status_str(rc));
+            cr_assert(msg_eq(&g_msg, &g_out), "type %u, %u-byte blocks: decoded value differs", sized[t], ends[e]);
+        }
+        store_fixture(&g_msg, sized[t], 3, 1, 0);
+        size_t n = encode_ok(&g_msg, g_buf);
+        g_msg.u.store.block_bytes = 0;
+        expect_einval(&g_msg, "0-byte blocks");
+        /* header 8, seq 4, then (GET_REPLY: after the status) the size */
+        size_t at = KV_WIRE_HDR_BYTES + 4 + (sized[t] == KV_WIRE_STORE_GET_REPLY ? 4 : 0);
+        cr_assert_eq(g_buf[at], 1, "type %u: the size is not at byte %zu", sized[t], at);
+        g_buf[at] = 0;
+        cr_assert_eq(decode_exact(g_buf, n, &g_out), KV_EPROTO, "type %u: a 0-byte block size is rejected", sized[t]);
+    }
+}
