@@ -21,9 +21,11 @@
  * a second link for one process, a wrong PROOF, a HELLO whose size says the
  * two sides disagree on having a secret, or a DIR or POST before the link is
  * up closes the link with an error logged (rate-limited, counted). So does a
- * link not up within the handshake deadline. A POST for an actor this process does not have is logged
- * and dropped. A POST whose mailbox is full stays in the receive buffer and
- * the link stops reading (TCP back-pressure) until there is room.
+ * link not up within the handshake deadline, and the oldest of
+ * BR_PENDING_MAX accepted links in their handshake when another arrives. A
+ * POST for an actor this process does not have is logged and dropped. A POST
+ * whose mailbox is full stays in the receive buffer and the link stops
+ * reading (TCP back-pressure) until there is room.
  *
  * One bridge thread per process does all socket I/O (non-blocking sockets,
  * poll(2)); posting threads only append frames to the link's send ring under
