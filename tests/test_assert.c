@@ -683,6 +683,9 @@ Test(assert_wire, encoded_ok_holds_for_the_encoder_and_fails_for_other_frames) {
     msg.u.meta.region[0].len ^= 1; /* C3: a region's length alone differs */
     cr_expect_not(kv_wire_encoded_ok(&msg, frame, len));
     msg.u.meta.region[0].len ^= 1;
+    msg.u.meta.req[0].blocks.n_groups = 2; /* C3: a block table's group count alone differs (group 1 empty) */
+    cr_expect_not(kv_wire_encoded_ok(&msg, frame, len));
+    msg.u.meta.req[0].blocks.n_groups = 1;
 #endif
     cr_expect(kv_wire_encoded_ok(&msg, frame, len));
 
