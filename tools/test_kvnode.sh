@@ -150,28 +150,27 @@ echo "  SIGKILL of P at $((N / 5))+ done: $(jget "$j" "d['error']") requests fai
 # thawed P then answers stale pulls, and its late WRITEs must not land in
 # blocks D has given to others (D verifies every block: no violation).
 NF=$(( N < 400 ? N : 400 ))
-start freeze "--requests $NF --window 16 --stall-ms 60000" "--step-us 300 --recv-timeout-ms 1000 --abort-timeout-ms 2000"
-signal_at freeze STOP "$PP" $((NF / 4)) 3000 # up to 60 s: a TSan build does about 7 requests/s
-sleep 2.5
-kill -CONT "$PP"
-finish freeze
-j=$tmp/freeze.json
-[ "$(jget "$j" "d['pending']")" = 0 ] || fail "freeze: requests without an outcome"
-[ "$(jget "$j" "d['ok'] + d['error'] + d['aborted']")" = "$NF" ] || fail "freeze: outcomes do not add up"
+# freeze NAME P|D: NF requests; that engine stopped for 2.5 s at NF/4 done, then
+# continued; every request ends, both pools clean; j is the run's JSON
+freeze() {
+  local pid
+  start "$1" "--requests $NF --window 16 --stall-ms 60000" "--step-us 300 --recv-timeout-ms 1000 --abort-timeout-ms 2000"
+  pid=$PP; [ "$2" = D ] && pid=$PD
+  signal_at "$1" STOP "$pid" $((NF / 4)) 3000 # up to 60 s: a TSan build does about 7 requests/s
+  sleep 2.5
+  kill -CONT "$pid"
+  finish "$1"
+  j=$tmp/$1.json
+  [ "$(jget "$j" "d['pending']")" = 0 ] || fail "$1: requests without an outcome"
+  [ "$(jget "$j" "d['ok'] + d['error'] + d['aborted']")" = "$NF" ] || fail "$1: outcomes do not add up"
+  check_clean "$1" 0; check_clean "$1" 1
+}
+freeze freeze P
 [ "$(jget "$j" "d['engines'][1]['load_errors'] > 0")" = True ] || fail "freeze: D reported no load error"
-check_clean freeze 0; check_clean freeze 1
 echo "  SIGSTOP of P for 2.5 s at $((NF / 4))+ done (D's receive timeout 1 s), then SIGCONT: $(jget "$j" "d['error']") requests failed with $(jget "$j" "d['engines'][1]['load_errors']") load errors on D, $(jget "$j" "d['ok']") ok, no violation, both pools clean"
 
 # ---- 3b2: SIGSTOP of D for longer than its receive timeout, then SIGCONT ------------------
-start freezed "--requests $NF --window 16 --stall-ms 60000" "--step-us 300 --recv-timeout-ms 1000 --abort-timeout-ms 2000"
-signal_at freezed STOP "$PD" $((NF / 4)) 3000
-sleep 2.5
-kill -CONT "$PD"
-finish freezed
-j=$tmp/freezed.json
-[ "$(jget "$j" "d['pending']")" = 0 ] || fail "freezed: requests without an outcome"
-[ "$(jget "$j" "d['ok'] + d['error'] + d['aborted']")" = "$NF" ] || fail "freezed: outcomes do not add up"
-check_clean freezed 0; check_clean freezed 1
+freeze freezed D
 echo "  SIGSTOP of D for 2.5 s at $((NF / 4))+ done, then SIGCONT: $(jget "$j" "d['ok']") ok, $(jget "$j" "d['error']") failed, no violation, both pools clean"
 
 # ---- 3c: SIGKILL of D mid-run: the proxy fails D's requests at once, no stall ------------
