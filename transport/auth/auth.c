@@ -117,3 +117,13 @@ bool kv_auth_check(const kv_auth_key *key, const char *label, const kv_auth_part
 }
 
 void kv_auth_forget(kv_auth_key *key) { sodium_memzero(key, sizeof *key); }
+
+kv_status kv_auth_set(kv_auth_key *dst, const kv_auth_key *src) {
+    if (!src || !src->set) {
+        kv_auth_forget(dst);
+        return KV_OK;
+    }
+    if (kv_auth_init() != KV_OK) return KV_EIO;
+    *dst = *src;
+    return KV_OK;
+}

@@ -62,6 +62,10 @@ void kv_auth_mac(const kv_auth_key *key, const char *label, const kv_auth_part *
 /* Whether mac is kv_auth_mac of the same input; constant time in the MAC. */
 bool kv_auth_check(const kv_auth_key *key, const char *label, const kv_auth_part *parts, uint32_t n,
                    const uint8_t mac[KV_AUTH_MAC_BYTES]);
+/* *dst = *src, or wiped when src is NULL or unset; starts the library
+ * first (KV_EIO when it cannot). What kvt_tcp_set_secret and
+ * kvp_rt_set_secret keep. */
+kv_status kv_auth_set(kv_auth_key *dst, const kv_auth_key *src);
 /* Wipes the key (sodium_memzero). */
 void kv_auth_forget(kv_auth_key *key);
 

@@ -119,15 +119,16 @@ static void queue_hello(kvp_rt *rt, kvp_link *l) {
     tx_put(l, b, n);
 }
 
-/* The proof `from` gives `to`: receiver's nonce first (see the top). */
-static void proof_mac(const kvp_rt *rt, const uint8_t *nonce_to, const uint8_t *nonce_from, uint32_t from, uint32_t to,
-                      uint8_t out[KV_AUTH_MAC_BYTES]) {
-    uint8_t ids[12];
+/* What the proof `from` gives `to` covers, receiver's nonce first (see the
+ * top); ids is the parts' storage for the process ids and the ABI. */
+static void proof_parts(const kvp_rt *rt, const uint8_t *nonce_to, const uint8_t *nonce_from, uint32_t from,
+                        uint32_t to, uint8_t ids[12], kv_auth_part parts[3]) {
     put32(ids, from);
     put32(ids + 4, to);
     put32(ids + 8, rt->cfg.abi);
-    kv_auth_part parts[] = {{nonce_to, KV_AUTH_NONCE_BYTES}, {nonce_from, KV_AUTH_NONCE_BYTES}, {ids, sizeof ids}};
-    kv_auth_mac(&rt->br.key, BR_LABEL, parts, 3, out);
+    parts[0] = (kv_auth_part){nonce_to, KV_AUTH_NONCE_BYTES};
+    parts[1] = (kv_auth_part){nonce_from, KV_AUTH_NONCE_BYTES};
+    parts[2] = (kv_auth_part){ids, 12};
 }
 
 static void queue_dir(kvp_rt *rt, kvp_link *l) {
@@ -233,8 +234,10 @@ static bool on_hello(kvp_rt *rt, uint32_t li, const uint8_t *p, uint32_t n) {
         l->bad = "a HELLO that echoes this side's nonce";
         return false;
     }
-    uint8_t mac[KV_AUTH_MAC_BYTES];
-    proof_mac(rt, l->nonce_peer, l->nonce_mine, rt->cfg.proc, proc, mac);
+    uint8_t mac[KV_AUTH_MAC_BYTES], ids[12];
+    kv_auth_part parts[3];
+    proof_parts(rt, l->nonce_peer, l->nonce_mine, rt->cfg.proc, proc, ids, parts);
+    kv_auth_mac(&b->key, BR_LABEL, parts, 3, mac);
     tx_hdr(l, sizeof mac, B_PROOF);
     tx_put(l, mac, sizeof mac);
     l->peer_proc = proc;
@@ -251,10 +254,8 @@ static bool on_proof(kvp_rt *rt, uint32_t li, const uint8_t *p, uint32_t n) {
         return false;
     }
     uint8_t ids[12];
-    put32(ids, l->peer_proc);
-    put32(ids + 4, rt->cfg.proc);
-    put32(ids + 8, rt->cfg.abi);
-    kv_auth_part parts[] = {{l->nonce_mine, KV_AUTH_NONCE_BYTES}, {l->nonce_peer, KV_AUTH_NONCE_BYTES}, {ids, sizeof ids}};
+    kv_auth_part parts[3];
+    proof_parts(rt, l->nonce_mine, l->nonce_peer, l->peer_proc, rt->cfg.proc, ids, parts);
     if (!kv_auth_check(&b->key, BR_LABEL, parts, 3, p)) {
         l->bad = "the peer does not hold the cluster secret (its PROOF does not check out)";
         return false;
@@ -747,14 +748,10 @@ kv_status kvp_rt_publish(kvp_rt *rt) {
 
 kv_status kvp_rt_set_secret(kvp_rt *rt, const kv_auth_key *key) {
     kvp_bridge *b = &rt->br;
-    kv_status st = KV_OK;
-    if (key && key->set && kv_auth_init() != KV_OK) return KV_EIO;
     pthread_mutex_lock(&b->mu);
     bool busy = b->listen_fd >= 0;
     for (uint32_t i = 0; i < KVP_LINKS_MAX; i++) busy = busy || b->link[i].used;
-    if (busy) st = KV_ESTATE;
-    else if (key && key->set) b->key = *key;
-    else kv_auth_forget(&b->key);
+    kv_status st = busy ? KV_ESTATE : kv_auth_set(&b->key, key);
     pthread_mutex_unlock(&b->mu);
     return st;
 }

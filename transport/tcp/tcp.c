@@ -290,11 +290,17 @@ static uint32_t seg_free(const tc_conn *c) { return KVT_TCP_TX_SEGS - seg_used(c
 static bool data_pending(const tc_conn *c) { return c->seg_tail != c->seg_head; }
 static bool lane_pending(const tc_conn *c) { return c->lane_len != c->lane_off; }
 static bool tx_pending(const tc_conn *c) { return data_pending(c) || lane_pending(c); }
-/* Bytes wait and some of them may leave now: before the handshake ends,
- * only those up to the gate (our HELLO, or our CHAL). */
-static bool tx_ready(const tc_conn *c) {
-    return c->au == AU_OK ? tx_pending(c) : data_pending(c) && c->sent_bytes < c->gate;
+/* Stream bytes that may leave now: any once the handshake ended, before
+ * that only those up to the gate (our HELLO, or our CHAL). */
+static uint64_t may_send(const tc_conn *c) {
+    return c->au == AU_OK ? UINT64_MAX : c->gate > c->sent_bytes ? c->gate - c->sent_bytes : 0;
 }
+/* Bytes wait and some of them may leave now. */
+static bool tx_ready(const tc_conn *c) {
+    return c->au == AU_OK ? tx_pending(c) : data_pending(c) && may_send(c) > 0;
+}
+/* The handshake (or, without a secret, the HELLO) has not ended. */
+static bool handshaking(const tc_conn *c) { return c->au != AU_OK || c->peer == TC_NONE; }
 static uint32_t lane_free(const tc_conn *c) { return LANE_CAP - (c->lane_len - c->lane_off); }
 static tc_seg *seg_at(const tc_conn *c, uint32_t i) { return &c->seg[i % KVT_TCP_TX_SEGS]; }
 
@@ -435,15 +441,16 @@ static void auth_reject(tcp *s, uint32_t ci, uint64_t *counter, const char *what
 
 /* The MAC a side of the handshake sends: label names the side that computes
  * it; nonce_a is the acceptor's, nonce_d the dialer's, addr the dialer's. */
+#define HS_PARTS(first, second, addr) {{(first), NONCE}, {(second), NONCE}, {(addr)->s, strlen((addr)->s)}}
 static void hs_mac(const tcp *s, const char *label, const uint8_t *first, const uint8_t *second, const kvt_addr *addr,
                    uint8_t out[MAC]) {
-    kv_auth_part parts[] = {{first, NONCE}, {second, NONCE}, {addr->s, strlen(addr->s)}};
+    kv_auth_part parts[] = HS_PARTS(first, second, addr);
     kv_auth_mac(&s->key, label, parts, 3, out);
 }
 
 static bool hs_check(const tcp *s, const char *label, const uint8_t *first, const uint8_t *second,
                      const kvt_addr *addr, const uint8_t mac[MAC]) {
-    kv_auth_part parts[] = {{first, NONCE}, {second, NONCE}, {addr->s, strlen(addr->s)}};
+    kv_auth_part parts[] = HS_PARTS(first, second, addr);
     return kv_auth_check(&s->key, label, parts, 3, mac);
 }
 
@@ -475,7 +482,6 @@ static kv_status conn_dial(tcp *s, uint32_t ep, uint32_t peer) {
     }
     p->conn = ci;
     c->opened_ns = kv_now_ns(s->env);
-    snprintf(c->from, sizeof c->from, "%s", p->addr.s);
     const kvt_addr *me = &s->ep[ep].addr;
     uint32_t al = (uint32_t)strlen(me->s);
     if (!s->key.set) {
@@ -1062,7 +1068,7 @@ static uint32_t gather(const tc_conn *c, struct iovec *iov, uint32_t *lane_bytes
     uint64_t ring = c->tx_tail; /* ring bytes of the queue start here */
     bool lane = lane_ready(c), waiting = lane_pending(c) && !lane;
     *lane_bytes = 0;
-    if (c->au != AU_OK) budget = c->gate > c->sent_bytes ? (budget < c->gate - c->sent_bytes ? budget : c->gate - c->sent_bytes) : 0;
+    if (budget > may_send(c)) budget = may_send(c);
     if (lane) {
         *lane_bytes = c->lane_len - c->lane_off;
         iov[n++] = (struct iovec){.iov_base = c->lane + c->lane_off, .iov_len = *lane_bytes};
@@ -1140,8 +1146,7 @@ static void conn_connected(tcp *s, uint32_t ci, short rev) {
 
 /* An accepted connection that has not finished its HELLO (and proof). */
 static bool pending(const tc_conn *c) {
-    return (c->state == CS_OPEN || c->state == CS_CONNECTING) && c->from_ip != 0 &&
-           (c->au != AU_OK || c->peer == TC_NONE);
+    return (c->state == CS_OPEN || c->state == CS_CONNECTING) && c->from_ip != 0 && handshaking(c);
 }
 
 /* Admission: at most pending_max accepted connections in their handshake,
@@ -1173,8 +1178,9 @@ static void accept_some(tcp *s, uint32_t ep) {
         socklen_t sl = sizeof sa;
         int fd = accept(s->ep[ep].fd, (struct sockaddr *)&sa, &sl);
         if (fd < 0) return;
-        uint32_t ip = sa.sin_family == AF_INET ? ntohl(sa.sin_addr.s_addr) : 1u;
-        admit(s, ip ? ip : 1u);
+        uint32_t ip = sa.sin_family == AF_INET ? ntohl(sa.sin_addr.s_addr) : 0u;
+        if (!ip) ip = 1u; /* 0 marks a connection this kvt dialed */
+        admit(s, ip);
         uint32_t ci = conn_alloc(s);
         if (ci == TC_NONE || !set_nonblock(fd)) {
             uint64_t n = ++s->st.refused_no_slot;
@@ -1191,7 +1197,7 @@ static void accept_some(tcp *s, uint32_t ep) {
         c->ep = ep;
         c->state = CS_OPEN;
         c->opened_ns = kv_now_ns(s->env);
-        c->from_ip = ip ? ip : 1u;
+        c->from_ip = ip;
         c->au = s->key.set ? AU_WAIT_HELLO : AU_OK;
         char text[INET_ADDRSTRLEN] = "?";
         if (sa.sin_family == AF_INET) (void)inet_ntop(AF_INET, &sa.sin_addr, text, sizeof text);
@@ -1205,7 +1211,7 @@ static void accept_some(tcp *s, uint32_t ep) {
 static void scan_handshakes(tcp *s, uint64_t now) {
     for (uint32_t i = 0; i < KVT_TCP_CONNS_MAX; i++) {
         tc_conn *c = &s->conn[i];
-        if ((c->state != CS_OPEN && c->state != CS_CONNECTING) || (c->au == AU_OK && c->peer != TC_NONE)) continue;
+        if ((c->state != CS_OPEN && c->state != CS_CONNECTING) || !handshaking(c)) continue;
         if (now - c->opened_ns >= s->hello_deadline_ns)
             auth_reject(s, i, &s->st.hello_timeouts,
                         s->key.set ? "no HELLO and challenge-response within the HELLO deadline"
@@ -1392,10 +1398,7 @@ kv_status kvt_tcp_set_secret(kvt *t, const kv_auth_key *key) {
     tcp *s = T(t);
     for (uint32_t i = 0; i < KVT_TCP_CONNS_MAX; i++)
         if (s->conn[i].state != CS_FREE) return KV_ESTATE;
-    if (key && key->set && kv_auth_init() != KV_OK) return KV_EIO;
-    if (key && key->set) s->key = *key;
-    else kv_auth_forget(&s->key);
-    return KV_OK;
+    return kv_auth_set(&s->key, key);
 }
 
 void kvt_tcp_set_hello_deadline_ms(kvt *t, uint32_t ms) {
