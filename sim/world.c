@@ -16,6 +16,7 @@
 #include "sim/sim_net.h"
 #include "sim/sim_rt.h"
 #include "sim/sim_store.h"
+#include "util/huge.h"
 #include "util/json.h"
 
 #define ARENA_BYTES (192u << 20)
@@ -38,6 +39,7 @@ struct sim_world {
     kv_env env;          /* per-run: arena allocation */
     kv_env penv;         /* persistent: runtime and network */
     uint8_t *arena;
+    size_t arena_len;    /* as mapped (kv_huge_map) */
     size_t arena_used;
     sim_alloc_rec *alog; /* every arena allocation of the run, in address order */
     uint32_t n_alog;
@@ -508,7 +510,7 @@ void sim_world_set_kvmem(sim_world *w, kv_kvmem mem) { w->kvmem = mem; }
 kv_status sim_world_new(sim_world **out) {
     sim_world *w = calloc(1, sizeof *w);
     if (!w) return KV_ENOMEM;
-    w->arena = calloc(1, ARENA_BYTES);
+    w->arena = kv_huge_map(ARENA_BYTES, &w->arena_len); /* zeroed; huge pages: few first-touch faults */
     w->alog = calloc(ALOG_MAX, sizeof *w->alog);
     w->env = (kv_env){.size = sizeof(kv_env), .ctx = w, .now_ns = w_now, .alloc = w_alloc,
                       .release = w_release, .random_u64 = w_rand, .log = w_log,
@@ -538,7 +540,7 @@ void sim_world_free(sim_world *w) {
     sim_check_free(w->check);
     free(w->post);
     free(w->alog);
-    free(w->arena);
+    kv_huge_unmap(w->arena, w->arena_len);
     free(w);
 }
 

@@ -1,5 +1,4 @@
 /* transport/posix/posix_env.c — the production kv_env; see posix_env.h. */
-#define _DEFAULT_SOURCE 1 /* madvise(MADV_HUGEPAGE) */
 #include "transport/posix/posix_env.h"
 
 #include <errno.h>
@@ -9,13 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "kvconn/actor.h"
+#include "util/huge.h"
 
 static _Thread_local uint32_t tl_actor = KV_ACTOR_NONE;
 
@@ -45,20 +44,15 @@ static uint64_t e_now(void *ctx) {
  * copies walk these pages too). Zeroed by the kernel, faulted on first use.
  * A small process-wide table remembers them so that release unmaps them. */
 #define HUGE_MIN (4u << 20)
-#define HUGE_ALIGN ((size_t)2u << 20)
 #define HUGE_MAX 256u
 
 static pthread_mutex_t huge_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct { void *p; size_t n; } huge[HUGE_MAX];
 
 static void *huge_alloc(size_t n) {
-    size_t len = (n + HUGE_ALIGN - 1u) & ~(HUGE_ALIGN - 1u);
-    uint8_t *raw = mmap(NULL, len + HUGE_ALIGN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) return NULL;
-    uint8_t *p = (uint8_t *)(((uintptr_t)raw + HUGE_ALIGN - 1u) & ~(uintptr_t)(HUGE_ALIGN - 1u));
-    if (p > raw) munmap(raw, (size_t)(p - raw));
-    if (raw + HUGE_ALIGN > p) munmap(p + len, (size_t)(raw + HUGE_ALIGN - p));
-    (void)madvise(p, len, MADV_HUGEPAGE); /* advice only: with THP off the pages stay 4 KiB */
+    size_t len = 0;
+    void *p = kv_huge_map(n, &len);
+    if (!p) return NULL;
     pthread_mutex_lock(&huge_mu);
     uint32_t i = 0;
     while (i < HUGE_MAX && huge[i].p) i++;
@@ -68,7 +62,7 @@ static void *huge_alloc(size_t n) {
     }
     pthread_mutex_unlock(&huge_mu);
     if (i == HUGE_MAX) { /* table full: unmapped again, the caller gets calloc */
-        munmap(p, len);
+        kv_huge_unmap(p, len);
         return NULL;
     }
     return p;
@@ -83,7 +77,7 @@ static bool huge_release(void *p) {
             huge[i].p = NULL;
         }
     pthread_mutex_unlock(&huge_mu);
-    if (n) munmap(p, n);
+    if (n) kv_huge_unmap(p, n);
     return n != 0;
 }
 
