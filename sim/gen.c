@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/store.h"
 #include "sim/choice.h"
 #include "sim/scenario.h"
 
@@ -261,12 +262,20 @@ void sim_cfg_searchable(sim_world_cfg *cfg) {
     if (cfg->abort_timeout_ns < 10000000ull) cfg->abort_timeout_ns = 10000000ull;
     if (cfg->recv_timeout_ns <= cfg->abort_timeout_ns)
         cfg->recv_timeout_ns = cfg->abort_timeout_ns + cfg->abort_timeout_ns / 4;
-    /* every request's timeouts in a row: within what the scenario format
-     * holds (SIM_LIVE_BOUND_MAX_NS), so that every generated or prepared
-     * scenario prints as .kvs and survives the binary encoding unchanged */
-    _Static_assert((600ull + 600ull) * 1000000000ull * (SIM_REQS_MAX + 4u) <= SIM_LIVE_BOUND_MAX_NS,
+    /* every request's timeouts in a row, a store operation's among them
+     * when a store is configured (a save or lookup in flight when the store
+     * dies waits out KV_STORE_OP_TIMEOUT_NS, whatever the scenario's own
+     * timeouts), and within what the scenario format holds
+     * (SIM_LIVE_BOUND_MIN_NS..SIM_LIVE_BOUND_MAX_NS), so that every
+     * generated or prepared scenario prints as .kvs and survives the binary
+     * encoding unchanged: a finding the database could not hold is lost */
+    _Static_assert((600ull + 600ull + 1ull) * 1000000000ull * (SIM_REQS_MAX + 4u) <= SIM_LIVE_BOUND_MAX_NS,
                    "the longest derived bound fits the format");
-    cfg->live_bound_ns = (cfg->abort_timeout_ns + cfg->recv_timeout_ns) * (cfg->n_reqs + 4u);
+    _Static_assert(KV_STORE_OP_TIMEOUT_NS <= 1000000000ull, "the store's timeout is within the derived bound");
+    bool store = kv_conn_kind_has_store(cfg->conn_p) || kv_conn_kind_has_store(cfg->conn_d);
+    uint64_t per_req = cfg->abort_timeout_ns + cfg->recv_timeout_ns + (store ? KV_STORE_OP_TIMEOUT_NS : 0u);
+    cfg->live_bound_ns = per_req * (cfg->n_reqs + 4u);
+    if (cfg->live_bound_ns < SIM_LIVE_BOUND_MIN_NS) cfg->live_bound_ns = SIM_LIVE_BOUND_MIN_NS;
     uint32_t bs = cfg->block_size ? cfg->block_size : 1;
     bool recurrent = false;
     for (uint32_t g = 0; g < cfg->n_groups && g < KV_GROUPS_MAX; g++) recurrent |= cfg->group[g].kind == KV_GROUP_MAMBA;

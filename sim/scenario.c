@@ -26,7 +26,7 @@
 #define AT_MAX (60ull * NS_S)
 #define TIMEOUT_MIN NS_MS
 #define TIMEOUT_MAX (600ull * NS_S)
-#define LIVE_MIN NS_S
+#define LIVE_MIN SIM_LIVE_BOUND_MIN_NS
 #define LIVE_MAX SIM_LIVE_BOUND_MAX_NS
 #define SIDE_MAX 4u
 #define BUGS_MASK 0x1fu

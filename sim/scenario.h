@@ -88,9 +88,11 @@
 
 #define SIM_SCENARIO_VERSION 6u
 /* The largest live_bound_ns a scenario holds: above the longest bound
- * sim_cfg_searchable derives, (600 s + 600 s) x (256 + 4) requests. */
+ * sim_cfg_searchable derives, (600 s + 600 s + 1 s) x (256 + 4) requests. */
 #define SIM_LIVE_BOUND_MAX_S 1000000 /* a plain literal: messages print it (SIM_STR) */
 #define SIM_LIVE_BOUND_MAX_NS (SIM_LIVE_BOUND_MAX_S * 1000000000ull)
+/* The smallest live_bound_ns a scenario holds (1 s). */
+#define SIM_LIVE_BOUND_MIN_NS 1000000000ull
 /* The largest head_bytes a topology holds (a power of two 8..4096): one
  * rank's block within KV_BLOCK_BYTES_MAX, or KV_STORE_SNAP_BYTES with a store
  * connector, and every engine's KV within 96 MiB of the world's arena. */

@@ -248,6 +248,7 @@ static int sweep_json(const sim_sweep *s, double secs, const kvsim_opts *o) {
  * connection). The run row is made before and finished after the sweep. */
 typedef struct db_sink {
     const char *path;         /* NULL: no --db */
+    const kvsim_opts *o;      /* for the reproduce line of a finding the database cannot hold */
     int64_t run;
     replay_db *db;            /* opened at the first finding, in the finding process */
     sim_world *w;             /* replay_fit's re-run */
@@ -275,6 +276,14 @@ static void record_finding(void *ctx, uint64_t seed, const sim_world_cfg *cfg, c
     }
     k->recorded += how != REPLAY_FIT_LOST;
     k->new_cases += rec.is_new;
+    if (how == REPLAY_FIT_LOST) { /* never silent: the seed still reproduces it */
+        kv_cmdline c;
+        reproduce(k->o, seed, &c);
+        fprintf(stderr,
+                "kvsim sweep: --db %s: seed %" PRIu64 ": %s not recorded: its scenario is outside the format's "
+                "ranges and the nearest one inside does not violate; reproduce: %s\n",
+                k->path, seed, kv_inv_name(r->inv), c.s);
+    }
 }
 
 static void sink_close(db_sink *k) {
@@ -483,6 +492,7 @@ static int cmd_sweep(int argc, char **argv) {
     if (pr == -2) return EXIT_CLEAN;
     if (pr) return EXIT_USAGE;
     sink.path = o.db;
+    sink.o = &o;
     if (!o.have_range) return fprintf(stderr, "kvsim sweep: give --seeds A..B\n"), kvsim_usage("sweep");
     if (o.hashes && sink.path) return fprintf(stderr, "kvsim sweep: --db does not go with --hashes\n"), EXIT_USAGE;
     if (o.hashes && (o.json || o.stop || o.jobs > 1 || o.shard_n > 1))
