@@ -20,7 +20,13 @@
  * their holds starve the engines they wait on in turn. This over-approximates
  * on purpose: the oracle never blames a fault-free path for what a fault did,
  * and every request that ended before the first cause (in fault-free runs,
- * all of them) is held to rule 1. What is per kind is whom a cause may end
+ * all of them) is held to rule 1. The exception is a fault aimed at one P
+ * engine's senders (sender_exception, err_reqs, drop_response, te_error):
+ * it fails the pulls that engine answers, so it touches only the requests
+ * whose P is that engine. What it does to the others goes through causes
+ * that are observed when they happen (a P hold that the reap ended before D
+ * asked, a pull that waited out P's ready wait, a full table), each of which
+ * touches the requests it hits. What is per kind is whom a cause may end
  * otherwise than ok (fatal_of) and how many loads it may fail (fail_weight).
  * Causes that are not faults (docs/oracles.md): the plan telling D a longer
  * prompt than P's, mixed connector configurations, a refusal on arrival,
@@ -86,6 +92,12 @@ static uint32_t fail_weight(const sim_fault *f) {
     return 1u;
 }
 
+/* A fault on one P engine's senders: touches that engine's requests only. */
+static bool p_scoped(uint32_t kind) {
+    return kind == SIM_F_SENDER_EXCEPTION || kind == SIM_F_SENDER_ERR_REQ || kind == SIM_F_SENDER_DROP_RESP ||
+           kind == SIM_F_TE_ERROR;
+}
+
 static bool is_fatal(const sim_check *c, const sim_fault *f, uint32_t id) {
     const sim_world_cfg *cfg = c->v.cfg;
     switch ((fatal_scope)fatal_of[f->kind]) {
@@ -119,6 +131,7 @@ void chk_outcome_fault(sim_check *c, const sim_fault *f) {
     if (f->kind == 0 || f->kind >= SIM_F_KIND_COUNT) return;
     for (uint32_t id = 0; id < chk_n_reqs(c); id++) {
         if (chk_ended_by(c, id, chk_now(c))) continue;
+        if (p_scoped(f->kind) && chk_p_of(c, id) != f->target % c->v.cfg->n_p) continue;
         chk_touch(c, id, f->kind);
         chk_add_fails(&c->req[id], fail_weight(f) - 1u); /* chk_touch counted one */
         if (is_fatal(c, f, id)) c->req[id].fatal = true;
