@@ -69,14 +69,45 @@ kvn_boot_hook *kvn_boot_hook_begin(const kvn_opts *o, const char *tag, int *rc) 
     return h;
 }
 
+/* Forwards first, then counts: n_regs ranks are at the proxy's bootstrap. */
 static void relay_handle(void *self, const kv_msg *m) {
     kvn_boot_hook *h = self;
+    kv_status st = kv_rt_post(h->rt, h->boot, m->kind, m->payload, m->len);
+    if (st != KV_OK) fprintf(stderr, "http bootstrap: relay: a message to the bootstrap actor lost: %s\n",
+                             kv_status_str(st));
     if (m->kind == KV_M_BOOT_REG && m->len == sizeof(kv_wire_boot)) {
         pthread_mutex_lock(&h->mu);
         if (h->n_regs < KV_TP_MAX) memcpy(&h->regs[h->n_regs++], m->payload, sizeof(kv_wire_boot));
         pthread_mutex_unlock(&h->mu);
     }
-    kv_rt_post(h->rt, h->boot, m->kind, m->payload, m->len);
+}
+
+static void nap_ms(uint32_t ms) {
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+bool kvn_boot_hook_relays(const kvn_boot_hook *h, const kvn_opts *o) {
+    return h && strcmp(o->role, "prefill") == 0;
+}
+
+/* The relay's copies of the ranks' REGISTER once it has all o->tp of them
+ * (waits up to REG_WAIT_MS). Their number. */
+static uint32_t forwarded(kvn_boot_hook *h, const kvn_opts *o, kv_wire_boot *regs) {
+    uint32_t n = 0;
+    for (uint32_t waited = 0;; waited += 5) {
+        pthread_mutex_lock(&h->mu);
+        n = h->n_regs;
+        memcpy(regs, h->regs, sizeof h->regs);
+        pthread_mutex_unlock(&h->mu);
+        if (n >= o->tp || waited >= REG_WAIT_MS) return n;
+        nap_ms(5);
+    }
+}
+
+kv_status kvn_boot_hook_forwarded(kvn_boot_hook *h, const kvn_opts *o) {
+    kv_wire_boot regs[KV_TP_MAX];
+    return forwarded(h, o, regs) >= o->tp ? KV_OK : KV_ETIMEDOUT;
 }
 
 kv_status kvn_boot_hook_relay(kvn_boot_hook *h, const kvn_opts *o, kv_rt *rt, uint32_t node, uint32_t *boot) {
@@ -88,27 +119,14 @@ kv_status kvn_boot_hook_relay(kvn_boot_hook *h, const kvn_opts *o, kv_rt *rt, ui
     return kv_rt_spawn(rt, name, node, relay_handle, h, 1u << 16, boot);
 }
 
-static void nap_ms(uint32_t ms) {
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* P: each TP rank's registration, once the relay has them all. */
+/* P: each TP rank's registration (the relay has them all: kvn_boot_hook_forwarded). */
 static int register_ranks(kvn_boot_hook *h, const kvn_opts *o, const char *tag) {
     kv_wire_boot regs[KV_TP_MAX];
-    uint32_t n = 0;
-    for (uint32_t waited = 0;; waited += 10) {
-        pthread_mutex_lock(&h->mu);
-        n = h->n_regs;
-        memcpy(regs, h->regs, sizeof regs);
-        pthread_mutex_unlock(&h->mu);
-        if (n >= o->tp) break;
-        if (waited >= REG_WAIT_MS) {
-            fprintf(stderr, "[%s] kvnode: http bootstrap: %u of %u ranks registered with the core in %u ms\n", tag,
-                    n, o->tp, REG_WAIT_MS);
-            return EXIT_SIM;
-        }
-        nap_ms(10);
+    uint32_t n = forwarded(h, o, regs);
+    if (n < o->tp) {
+        fprintf(stderr, "[%s] kvnode: http bootstrap: %u of %u ranks registered with the core in %u ms\n", tag, n,
+                o->tp, REG_WAIT_MS);
+        return EXIT_SIM;
     }
     for (uint32_t i = 0; i < n; i++) {
         kvn_boot_reg p = {.dp_rank = o->index, .tp_rank = regs[i].tp_rank, .pp_rank = 0};

@@ -166,8 +166,14 @@ static kv_status build(engine_node *n, const kvn_opts *o) {
     char name[KVP_NAME_MAX];
     snprintf(name, sizeof name, "%c%u.admin", ec.role == KV_ROLE_PRODUCER ? 'P' : 'D', ec.index);
     if (st == KV_OK) st = kv_rt_spawn(rt, name, ec.node, admin_handle, n, 1u << 16, &n->admin);
-    if (st == KV_OK) st = kvp_rt_publish(n->rt);
+    /* With the relay, its actors start before they are published, and the relay has forwarded every
+     * rank's REGISTER by then: no one can send this engine a request before the proxy's bootstrap has
+     * its senders, as without the relay (the senders post at build time). */
+    bool relay = kvn_boot_hook_relays(n->http_boot, o);
+    if (st == KV_OK && !relay) st = kvp_rt_publish(n->rt);
     if (st == KV_OK) st = kvp_rt_start(n->rt);
+    if (st == KV_OK && relay) st = kvn_boot_hook_forwarded(n->http_boot, o);
+    if (st == KV_OK && relay) st = kvp_rt_publish(n->rt);
     if (st == KV_OK) st = kvp_net_start(n->net);
     return st;
 }

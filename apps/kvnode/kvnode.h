@@ -137,6 +137,11 @@ typedef struct kvn_boot_hook kvn_boot_hook;
 bool kvn_boot_is_owner(const kvn_opts *o);
 kvn_boot_hook *kvn_boot_hook_begin(const kvn_opts *o, const char *tag, int *rc);
 kv_status kvn_boot_hook_relay(kvn_boot_hook *h, const kvn_opts *o, kv_rt *rt, uint32_t node, uint32_t *boot);
+/* P with the hook: the engine's actors start before they are published, and
+ * kvn_boot_hook_forwarded (between the two) waits until the relay has passed
+ * every rank's REGISTER on (KV_ETIMEDOUT after 10 s). */
+bool kvn_boot_hook_relays(const kvn_boot_hook *h, const kvn_opts *o);
+kv_status kvn_boot_hook_forwarded(kvn_boot_hook *h, const kvn_opts *o);
 int kvn_boot_hook_up(kvn_boot_hook *h, const kvn_opts *o, const char *tag);
 void kvn_boot_hook_end(kvn_boot_hook *h);
 /* --role http-bootstrap: the server alone on --listen until SIGINT/SIGTERM. */
