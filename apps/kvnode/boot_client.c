@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,16 @@ static ssize_t recv_all(int fd, char *buf, size_t cap, uint64_t deadline) {
     }
 }
 
+/* The three digits of a status line (the buffer is not NUL-ended). */
+static bool status3(const char *p, unsigned *out) {
+    *out = 0;
+    for (int i = 0; i < 3; i++) {
+        if (p[i] < '0' || p[i] > '9') return false;
+        *out = *out * 10u + (unsigned)(p[i] - '0');
+    }
+    return true;
+}
+
 static int exchange(int fd, const char *req, size_t req_len, uint64_t deadline, int *status, char *resp, size_t cap,
                     char *why, size_t why_cap) {
     if (send_all(fd, req, req_len, deadline) != 0) return snprintf(why, why_cap, "sending the request failed"), -1;
@@ -111,7 +122,7 @@ static int exchange(int fd, const char *req, size_t req_len, uint64_t deadline, 
     unsigned st = 0;
     const char *end = n > 0 ? memmem(buf, (size_t)n, "\r\n\r\n", 4) : NULL;
     if (n < 0) snprintf(why, why_cap, "no whole answer (timed out, reset, or over %u bytes)", KVN_HTTP_ANSWER_MAX);
-    else if (n < 12 || memcmp(buf, "HTTP/1.", 7) != 0 || sscanf(buf + 9, "%3u", &st) != 1 || !end)
+    else if (n < 12 || memcmp(buf, "HTTP/1.", 7) != 0 || !status3(buf + 9, &st) || !end)
         snprintf(why, why_cap, "the answer is not HTTP/1.x");
     else {
         size_t off = (size_t)(end + 4 - buf), blen = (size_t)n - off;
