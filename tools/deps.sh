@@ -3,7 +3,8 @@
 # not root. Quiet when everything is already there.
 set -euo pipefail
 pkgs=(make cmake ninja-build gcc clang llvm libclang-rt-14-dev libcriterion-dev libsqlite3-dev pkg-config python3 libibverbs-dev libsodium-dev afl++ zip
-      chromium) # chromium: tools/test_report.sh renders kvsim report pages headless
+      chromium # chromium: tools/test_report.sh renders kvsim report pages headless
+      curl) # curl: tools/test_http_boot.sh is a real HTTP client of kvnode's bootstrap server
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

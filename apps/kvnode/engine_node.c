@@ -24,6 +24,7 @@ typedef struct engine_node {
     kvp_net *net;
     kv_engine *eng;
     uint32_t admin;
+    kvn_boot_hook *http_boot; /* --http-bootstrap: the server (owner) or its client */
 #ifdef KVCONN_HAVE_RDMA
     kvt_rdma_verbs verbs;  /* --transport rdma: the libibverbs binding */
     bool verbs_open;
@@ -158,13 +159,21 @@ static kv_status build(engine_node *n, const kvn_opts *o) {
     kvt *t[KV_TP_MAX];
     for (uint32_t r = 0; r < KV_TP_MAX; r++) t[r] = kvp_net_kvt(n->net); /* ranks share this process's transport */
     kv_engine_cfg ec = engine_cfg(o, proxy, boot);
-    st = kv_engine_new(&n->pe.env, rt, &ec, KV_CONN_P2P, t, &n->eng);
+    /* P with --http-bootstrap: the core's REGISTER goes through the relay, which copies it for the HTTP one */
+    st = kvn_boot_hook_relay(n->http_boot, o, rt, ec.node, &ec.bootstrap_actor);
+    if (st == KV_OK) st = kv_engine_new(&n->pe.env, rt, &ec, KV_CONN_P2P, t, &n->eng);
     if (st == KV_OK) prefault_pools(n->eng);
     char name[KVP_NAME_MAX];
     snprintf(name, sizeof name, "%c%u.admin", ec.role == KV_ROLE_PRODUCER ? 'P' : 'D', ec.index);
     if (st == KV_OK) st = kv_rt_spawn(rt, name, ec.node, admin_handle, n, 1u << 16, &n->admin);
-    if (st == KV_OK) st = kvp_rt_publish(n->rt);
+    /* With the relay, its actors start before they are published, and the relay has forwarded every
+     * rank's REGISTER by then: no one can send this engine a request before the proxy's bootstrap has
+     * its senders, as without the relay (the senders post at build time). */
+    bool relay = kvn_boot_hook_relays(n->http_boot, o);
+    if (st == KV_OK && !relay) st = kvp_rt_publish(n->rt);
     if (st == KV_OK) st = kvp_rt_start(n->rt);
+    if (st == KV_OK && relay) st = kvn_boot_hook_forwarded(n->http_boot, o);
+    if (st == KV_OK && relay) st = kvp_rt_publish(n->rt);
     if (st == KV_OK) st = kvp_net_start(n->net);
     return st;
 }
@@ -187,16 +196,20 @@ int kvn_run_engine(const kvn_opts *o) {
     kvp_rt_set_waiting(n.rt, kvn_say_waiting, tag);
     kvp_rt_set_remote_filter(n.rt, kvn_remote_ok, NULL);
     atomic_init(&n.shutdown, false);
+    int rc_exit = EXIT_CLEAN;
+    n.http_boot = kvn_boot_hook_begin(o, tag, &rc_exit);
+    if (rc_exit) return rc_exit;
     kv_status st = build(&n, o);
     if (st != KV_OK) {
         fprintf(stderr, "[%s] kvnode: start-up failed: %s\n", tag, kv_status_str(st));
         kvp_rt_stop(n.rt);
         kvp_net_free(n.net);
+        kvn_boot_hook_end(n.http_boot);
         return EXIT_SIM;
     }
     fprintf(stderr, "[%s] kvnode %s up (engine %u, tp %u, %u blocks x %u B, transport %s)\n", tag, o->role, o->index,
             o->tp, o->pool_blocks, o->head_bytes * KV_HEADS / o->tp, o->transport);
-    int rc_exit = EXIT_CLEAN;
+    if ((rc_exit = kvn_boot_hook_up(n.http_boot, o, tag))) atomic_store(&n.shutdown, true);
     uint64_t next_stats = kvp_mono_ns() + (uint64_t)o->stats_ms * 1000000u;
     while (!atomic_load(&n.shutdown)) {
         nap_ms(10);
@@ -229,6 +242,7 @@ int kvn_run_engine(const kvn_opts *o) {
     kv_engine_free(n.eng);
     kvp_net_free(n.net);
     kvp_rt_free(n.rt);
+    kvn_boot_hook_end(n.http_boot);
 #ifdef KVCONN_HAVE_RDMA
     if (n.verbs_open) kvt_rdma_ibv_close(&n.verbs);
 #endif

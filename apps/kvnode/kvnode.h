@@ -6,6 +6,8 @@
  *   decode   a D engine; its receiver pulls P's blocks over the transport and
  *            its worker verifies every received block (INV-DATA)
  *   blast    no engine: the raw loopback TCP bandwidth (bench baseline)
+ *   http-bootstrap  no engine: vLLM's Mooncake bootstrap server over HTTP
+ *            (boot_node.c; engines reach it with --http-bootstrap)
  *   proxy    the core's proxy and bootstrap actors plus a driver that pushes
  *            N requests through --prefills P and --decodes D engines
  *            (round-robin), optionally aborting a fraction at
@@ -96,6 +98,7 @@ typedef struct kvn_opts {
     uint32_t hello_ms;       /* HELLO (and challenge-response) deadline of every link */
     uint32_t max_pending, max_pending_addr; /* transport connections in their HELLO: all, per address */
     uint32_t peer_share;     /* P: percent of its pull and request slots one D peer may hold (75; 100: all) */
+    const char *http_boot;   /* engines: --http-bootstrap IP:PORT (P0 serves it, P registers, D queries) */
 } kvn_opts;
 
 /* The ABI tag both ends of the bridge must share: sizes of every payload
@@ -122,6 +125,27 @@ int kvn_run_proxy(const kvn_opts *o);
 int kvn_run_blast(const kvn_opts *o);
 /* The same, through the TCP kvt and its progress threads (no fill/verify). */
 int kvn_run_kvt_blast(const kvn_opts *o);
+
+/* The HTTP bootstrap (boot_node.c). An engine with --http-bootstrap:
+ * kvn_boot_hook_begin before anything else (the owner, prefill engine 0,
+ * starts the server; NULL without the option, or on failure with *rc the
+ * exit code), kvn_boot_hook_relay with the proxy's bootstrap actor before
+ * the engine is built (on P it becomes the relay's id: pass that to the
+ * engine), kvn_boot_hook_up once the engine runs (P registers its ranks, D
+ * queries; 0 or the exit code), kvn_boot_hook_end at exit. */
+typedef struct kvn_boot_hook kvn_boot_hook;
+bool kvn_boot_is_owner(const kvn_opts *o);
+kvn_boot_hook *kvn_boot_hook_begin(const kvn_opts *o, const char *tag, int *rc);
+kv_status kvn_boot_hook_relay(kvn_boot_hook *h, const kvn_opts *o, kv_rt *rt, uint32_t node, uint32_t *boot);
+/* P with the hook: the engine's actors start before they are published, and
+ * kvn_boot_hook_forwarded (between the two) waits until the relay has passed
+ * every rank's REGISTER on (KV_ETIMEDOUT after 10 s). */
+bool kvn_boot_hook_relays(const kvn_boot_hook *h, const kvn_opts *o);
+kv_status kvn_boot_hook_forwarded(kvn_boot_hook *h, const kvn_opts *o);
+int kvn_boot_hook_up(kvn_boot_hook *h, const kvn_opts *o, const char *tag);
+void kvn_boot_hook_end(kvn_boot_hook *h);
+/* --role http-bootstrap: the server alone on --listen until SIGINT/SIGTERM. */
+int kvn_run_http_boot(const kvn_opts *o);
 
 /* --json PATH for writing; "-" is stdout, taken over at start-up (main.c)
  * so that the JSON is all stdout carries. NULL if it cannot be opened. */

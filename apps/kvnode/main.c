@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "apps/common/cli.h"
+#include "apps/kvnode/http_boot.h"
 #include "apps/kvnode/kvnode.h"
 #include "core/msgs.h"
 #include "core/proxy.h"
@@ -71,7 +72,7 @@ static FILE *json_stdout; /* --json -: stdout, taken over before anything was pr
 FILE *kvn_json_open(const kvn_opts *o) { return json_stdout ? json_stdout : fopen(o->json, "w"); }
 
 static void usage(FILE *out) {
-    fputs("usage: kvnode --role prefill|decode|proxy|blast|kvt-blast [options]   (kvnode --help, kvnode --version)\n"
+    fputs("usage: kvnode --role prefill|decode|proxy|blast|kvt-blast|http-bootstrap [options]   (kvnode --help, kvnode --version)\n"
           "       kvnode keygen PATH   (writes a new cluster secret, mode 0600; never overwrites)\n"
           "  options take --opt value or --opt=value; numbers are decimal and range-checked\n"
           "  common:  --host IP (transport bind, 127.0.0.1)  --seed N  --log debug|info|warn|error\n"
@@ -88,6 +89,9 @@ static void usage(FILE *out) {
           "           --policy fail|recompute\n"
           "  engines: --proxy IP:PORT  --index N (P 0, D 1; with the proxy's --prefills N: P 0..N-1, D N..)\n"
           "           --stats-ms N (live pool accounting)\n"
+          "           --http-bootstrap IP:PORT (vLLM's Mooncake bootstrap over HTTP: prefill engine 0 serves\n"
+          "           POST /register and GET /query there (port 0: any; it prints which), every prefill\n"
+          "           engine registers its TP ranks, a decode engine queries it and prints what it lists)\n"
           "           --transport tcp|rdma (tcp; rdma: KV by RDMA WRITE, control over TCP; needs a\n"
           "           -DKVCONN_RDMA=ON build and an RDMA NIC)  --rdma-dev NAME (first)  --rdma-port N (1)\n"
           "           --kvmem host|staged|hbm (host; staged: KV apart from the transport's memory, as\n"
@@ -101,6 +105,8 @@ static void usage(FILE *out) {
           "           --prompt-min N (256)  --prompt-max N (1000)  --decode-tokens N (2)  --sequential\n"
           "           --json PATH (- : stdout, the report then on stderr)  --quiesce-ms N  --stall-ms N (30000)\n"
           "           --no-shutdown\n"
+          "  http-bootstrap: that server alone: --listen IP:PORT (127.0.0.1:0)  --port-file PATH; a connection\n"
+          "           that has not sent a whole request in --hello-ms is answered 408 and closed\n"
           "  blast, kvt-blast: --blast-mb N (4096)  --json PATH\n"
           "           blast: --blast-buf-mb N (1: send from / receive into N MiB, cycling)\n",
           out);
@@ -166,6 +172,12 @@ static int parse_arg(kvn_opts *o, const char *k, const char *v) {
     else if (strcmp(k, "--port-file") == 0) o->port_file = v;
     else if (strcmp(k, "--secret-file") == 0) o->secret_file = v;
     else if (strcmp(k, "--json") == 0) o->json = v;
+    else if (strcmp(k, "--http-bootstrap") == 0) {
+        char host[64];
+        uint16_t port;
+        if (kvn_http_split_addr(v, host, sizeof host, &port) != 0) return 0;
+        o->http_boot = v;
+    }
     else if (strcmp(k, "--seed") == 0) return kv_cli_u64(v, 0, UINT64_MAX, &o->seed) == 0;
     else if (strcmp(k, "--abort-frac") == 0) return parse_frac(v, &o->abort_frac);
     else if (strcmp(k, "--policy") == 0) {
@@ -222,7 +234,8 @@ static int take_flag(kvn_opts *o, const char *a, int *done) {
 
 /* The checks of the options together; 0 or a usage error's exit code. */
 static int check_opts(const kvn_opts *o) {
-    if (!o->role) return fputs("kvnode: give --role prefill|decode|proxy|blast|kvt-blast\n", stderr), usage_error();
+    if (!o->role)
+        return fputs("kvnode: give --role prefill|decode|proxy|blast|kvt-blast|http-bootstrap\n", stderr), usage_error();
     if (o->groups == 0 || o->groups > KV_GROUPS_MAX)
         return fprintf(stderr, "kvnode: --groups: %u is not in 1..%u\n", o->groups, KV_GROUPS_MAX), EXIT_USAGE;
     if (strcmp(o->role, "proxy") == 0 && (!o->prefills || !o->decodes || o->prefills + o->decodes > KV_ENGINES_MAX))
@@ -235,12 +248,24 @@ static int check_opts(const kvn_opts *o) {
     if (o->peer_share < 1 || o->peer_share > 100)
         return fprintf(stderr, "kvnode: --peer-share: %u is not in 1..100\n", o->peer_share), EXIT_USAGE;
     bool engine = strcmp(o->role, "prefill") == 0 || strcmp(o->role, "decode") == 0;
-    if (!engine && strcmp(o->role, "proxy") && strcmp(o->role, "blast") && strcmp(o->role, "kvt-blast"))
+    if (!engine && strcmp(o->role, "proxy") && strcmp(o->role, "blast") && strcmp(o->role, "kvt-blast") &&
+        strcmp(o->role, "http-bootstrap"))
         return fprintf(stderr, "kvnode: --role: unknown role '%s'\n", o->role), usage_error();
+    if (!engine && o->http_boot)
+        return fputs("kvnode: --http-bootstrap is for prefill and decode engines (the server alone: --role "
+                     "http-bootstrap --listen IP:PORT)\n", stderr),
+               EXIT_USAGE;
     if (!engine) return 0;
     if (!o->proxy) return fputs("kvnode: engines need --proxy IP:PORT\n", stderr), EXIT_USAGE;
     if (o->index != UINT32_MAX && o->index >= KV_ENGINES_MAX)
         return fprintf(stderr, "kvnode: --index: %u is not below %u\n", o->index, KV_ENGINES_MAX), EXIT_USAGE;
+    char host[64];
+    uint16_t port = 1;
+    if (o->http_boot) kvn_http_split_addr(o->http_boot, host, sizeof host, &port);
+    if (o->http_boot && port == 0 && !kvn_boot_is_owner(o))
+        return fprintf(stderr, "kvnode: --http-bootstrap %s: port 0 only on prefill engine 0, which serves it; the "
+                               "others need its real port\n", o->http_boot),
+               EXIT_USAGE;
 #ifndef KVCONN_HAVE_CUDA
     if (strcmp(o->kvmem, "hbm") == 0)
         return fputs("kvnode: --kvmem hbm: this build has no CUDA (configure with -DKVCONN_CUDA=ON: make build-cuda)\n",
@@ -270,9 +295,11 @@ static int load_secret(kvn_opts *o) {
                         : kv_auth_load_env(KV_AUTH_ENV, &o->key, err, sizeof err);
     if (st != KV_OK && st != KV_ENOENT) return fprintf(stderr, "kvnode: %s\n", err), EXIT_BAD_INPUT;
     if (o->key.set) return 0;
-    const char *listens[] = {o->host, strcmp(o->role, "proxy") == 0 ? o->listen : "127.0.0.1"};
-    const char *names[] = {"--host", "--listen"};
-    for (int i = 0; i < 2; i++)
+    bool listener = strcmp(o->role, "proxy") == 0 || strcmp(o->role, "http-bootstrap") == 0;
+    const char *listens[] = {o->host, listener ? o->listen : "127.0.0.1",
+                             kvn_boot_is_owner(o) ? o->http_boot : "127.0.0.1"};
+    const char *names[] = {"--host", "--listen", "--http-bootstrap"};
+    for (int i = 0; i < 3; i++)
         if (!loopback(listens[i]))
             return fprintf(stderr,
                            "kvnode: %s %s: without a cluster secret kvnode listens on loopback (127.x) only; give "
@@ -311,6 +338,8 @@ int main(int argc, char **argv) {
             return rc;
         }
     }
+    bool engine = o.role && (strcmp(o.role, "prefill") == 0 || strcmp(o.role, "decode") == 0);
+    if (engine && o.index == UINT32_MAX) o.index = strcmp(o.role, "prefill") == 0 ? 0 : 1;
     int rc = check_opts(&o);
     if (rc) return rc;
     if ((rc = load_secret(&o))) return rc;
@@ -321,6 +350,6 @@ int main(int argc, char **argv) {
     if (strcmp(o.role, "proxy") == 0) return kvn_run_proxy(&o);
     if (strcmp(o.role, "blast") == 0) return kvn_run_blast(&o);
     if (strcmp(o.role, "kvt-blast") == 0) return kvn_run_kvt_blast(&o);
-    if (o.index == UINT32_MAX) o.index = strcmp(o.role, "prefill") == 0 ? 0 : 1;
+    if (strcmp(o.role, "http-bootstrap") == 0) return kvn_run_http_boot(&o);
     return kvn_run_engine(&o);
 }
