@@ -37,7 +37,7 @@ typedef struct fqp {
     uint32_t num, remote_num;
     bool connected, error; /* error: later WRs flush */
 } fqp;
-typedef struct fmr { uint64_t addr, len; uint32_t lkey, rkey; bool used; } fmr;
+typedef struct fmr { uint64_t addr, len; uint32_t lkey, rkey; bool used, remote; } fmr;
 struct fnic {
     uint32_t id;
     fmr mr[MR_MAX];
@@ -54,12 +54,12 @@ static uint32_t wr_n, wr_head;
 static pthread_mutex_t fab_mu = PTHREAD_MUTEX_INITIALIZER; /* the kvp_net test posts and polls on threads */
 static uint32_t force_status; /* next WR completes with this (0: by the checks) */
 
-static kv_status f_reg_mr(void *ctx, void *addr, uint64_t len, kvt_rdma_mr *out) {
+static kv_status f_reg_mr(void *ctx, void *addr, uint64_t len, uint32_t access, kvt_rdma_mr *out) {
     fnic *n = ctx;
     for (uint32_t i = 0; i < MR_MAX; i++) {
         if (n->mr[i].used) continue;
         uint32_t key = n->id * 1000u + i + 1u;
-        n->mr[i] = (fmr){(uint64_t)(uintptr_t)addr, len, key, key + 500u, true};
+        n->mr[i] = (fmr){(uint64_t)(uintptr_t)addr, len, key, key + 500u, true, access == KVT_RDMA_ACCESS_REMOTE_WRITE};
         n->n_mr++;
         *out = (kvt_rdma_mr){.handle = &n->mr[i], .addr = (uint64_t)(uintptr_t)addr, .lkey = key, .rkey = key + 500u};
         return KV_OK;
@@ -120,7 +120,7 @@ static kv_status f_poll_cq(void *ctx, kvt_rdma_wc *out, uint32_t max, uint32_t *
 static const fmr *mr_find(const fnic *n, uint64_t addr, uint32_t len, uint32_t key, bool remote) {
     for (uint32_t i = 0; i < MR_MAX; i++) {
         const fmr *m = &n->mr[i];
-        if (m->used && (remote ? m->rkey : m->lkey) == key && addr >= m->addr && len <= m->len - (addr - m->addr))
+        if (m->used && (!remote || m->remote) && (remote ? m->rkey : m->lkey) == key && addr >= m->addr && len <= m->len - (addr - m->addr))
             return m;
     }
     return NULL;
