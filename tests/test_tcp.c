@@ -522,6 +522,22 @@ static size_t frame(uint8_t *out, uint32_t len, uint8_t type, const void *p, siz
 
 static void raw_send(int fd, const void *b, size_t n) { cr_assert_eq(send(fd, b, n, MSG_NOSIGNAL), (ssize_t)n); }
 
+/* Reads one WRITE_ACK frame (5 + KVT_TCP_ACK_LEN bytes) off a raw connection,
+ * pumping B meanwhile: B answers a refused or out-of-range WRITE with an ack
+ * of failed entries and keeps the connection. */
+static void raw_ack(int fd, uint8_t *ack) {
+    size_t got = 0, want = 5 + KVT_TCP_ACK_LEN;
+    uint64_t t0 = mono();
+    while (got < want) {
+        ssize_t r = recv(fd, ack + got, want - got, 0);
+        if (r > 0) got += (size_t)r;
+        else cr_assert(r < 0 && errno == EAGAIN, "connection closed on a failed WRITE");
+        cr_assert_lt(mono() - t0, WAIT_NS, "no ack");
+        pump();
+    }
+    cr_assert_eq(ack[4], KVT_TCP_WRITE_ACK);
+}
+
 static void raw_hello(int fd, const char *addr) {
     uint8_t b[64];
     size_t n = frame(b, (uint32_t)(1 + strlen(addr)), KVT_TCP_HELLO, addr, strlen(addr));
@@ -603,16 +619,7 @@ Test(tcp, malicious_client_is_disconnected) {
     raw_hello(fd, "127.0.0.1:5");
     raw_send(fd, b, write_frame(b, rd, 64 * BLK - 8, 16, 1 + KVT_TCP_WRITE_HDR + 16));
     uint8_t ack[5 + KVT_TCP_ACK_LEN];
-    size_t got = 0;
-    uint64_t t0 = mono();
-    while (got < sizeof ack) {
-        ssize_t r = recv(fd, ack + got, sizeof ack - got, 0);
-        if (r > 0) got += (size_t)r;
-        else cr_assert(r < 0 && errno == EAGAIN, "connection closed on an out-of-range WRITE");
-        cr_assert_lt(mono() - t0, WAIT_NS, "no ack");
-        pump();
-    }
-    cr_assert_eq(ack[4], KVT_TCP_WRITE_ACK);
+    raw_ack(fd, ack);
     cr_assert_eq(ack[5], 1234 & 0xff);
     cr_assert_eq(ack[5 + 8], 0, "n_ok");
     cr_assert_eq(ack[5 + 12], 1, "n_failed");
@@ -859,19 +866,10 @@ Test(tcp_auth, a_flood_of_silent_clients_cannot_keep_an_honest_peer_out) {
 
 /* ---- write grants (transport.h, "write capabilities") ------------------------------ */
 
-/* Reads one WRITE_ACK off a raw connection (pumping B); returns n_failed. */
+/* Reads one WRITE_ACK off a raw connection (see raw_ack); returns n_failed. */
 static uint32_t raw_ack_failed(int fd) {
     uint8_t ack[5 + KVT_TCP_ACK_LEN];
-    size_t got = 0;
-    uint64_t t0 = mono();
-    while (got < sizeof ack) {
-        ssize_t r = recv(fd, ack + got, sizeof ack - got, 0);
-        if (r > 0) got += (size_t)r;
-        else cr_assert(r < 0 && errno == EAGAIN, "connection closed on a refused WRITE");
-        cr_assert_lt(mono() - t0, WAIT_NS, "no ack");
-        pump();
-    }
-    cr_assert_eq(ack[4], KVT_TCP_WRITE_ACK);
+    raw_ack(fd, ack);
     return (uint32_t)ack[5 + 12];
 }
 
