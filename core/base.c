@@ -42,6 +42,7 @@ const char *kv_inv_name(kv_inv inv) {
         [KV_INV_DATA] = "INV-DATA",         [KV_INV_SCHED_ASSERT] = "SCHED-ASSERT",
         [KV_INV_OUTCOME] = "INV-OUTCOME",   [KV_INV_HOLD] = "INV-HOLD",
         [KV_INV_ASSERT] = "INV-ASSERT",     [KV_INV_CACHE] = "INV-CACHE",
+        [KV_INV_GRANT] = "INV-GRANT",
     };
     return (unsigned)inv < KV_INV_COUNT ? names[inv] : "INV-?";
 }

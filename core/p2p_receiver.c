@@ -18,9 +18,12 @@
  * original returned before reporting and leaked D's blocks), and only once
  * every task of its batch is done, so no P rank can still write into blocks
  * that D frees on the report.
- * Every batch writes through its own region grants (grant_batch), revoked
- * before its requests are reported failed, so a late WRITE from P for a
- * batch D gave up on fails instead of landing in reused blocks.
+ * Every task writes through its own write grants (grant_task: per group a
+ * window over the batch's blocks, an unguessable key, bound to that P
+ * rank's peer), revoked when the task ends (before a FINISH or ERROR is
+ * processed) and when the batch is released, in both cases before any of
+ * its requests is reported, so a late WRITE from P for a batch D gave up on
+ * fails instead of landing in reused blocks.
  * Edge -> function: RECV_START on_start; FLUSH on_flush; BOOT_REPLY
  * on_boot_reply; resp on_resp; timer on_timeout; PEER_DOWN on_peer_down.
  * Invariant: a request is reported at most once (reported flag), and every
@@ -32,10 +35,10 @@
  *   R1 n_req <= RCV_REQS_MAX and n_staged <= n_req;
  *   R2 every staged index is a used request not yet in a batch;
  *   R3 a used batch: n_reqs <= KV_PULL_REQS_MAX, n_tasks <= KV_TP_MAX,
- *      n_grants <= the groups, its engine < KV_ENGINES_MAX; each of its
- *      requests is used and names this batch; a batch still waiting for the
- *      bootstrap has no tasks and no grants; a batch with tasks has one not
- *      DONE (all DONE: it is released) and its grants are all registered;
+ *      its engine < KV_ENGINES_MAX; each of its requests is used and names
+ *      this batch; a batch still waiting for the bootstrap has no tasks; a
+ *      batch with tasks has one not DONE (all DONE: it is released); a task
+ *      holds at most one grant per group, and a DONE task none;
  *   R4 every used request is staged or in exactly the batch it names (the
  *      table leaks no slot: used == staged + the batches' requests);
  *   R5 a request's count of P ranks yet to confirm is <= its total, and
@@ -69,6 +72,9 @@ typedef struct rcv_task {
     kvt_peer peer;
     bool done;
     uint32_t timer;  /* id of the one live timer; stale ones are ignored */
+    uint32_t n_grants;                /* live ones among grant[] */
+    uint32_t grant[KV_GROUPS_MAX];    /* per group: its grant id, KVT_NONE if none */
+    kvt_desc desc[KV_GROUPS_MAX];     /* what P writes through (sent in the pull) */
 } rcv_task;
 
 typedef struct rcv_batch {
@@ -80,8 +86,6 @@ typedef struct rcv_batch {
     uint32_t req[KV_PULL_REQS_MAX]; /* rcv_req slots */
     uint32_t n_tasks;
     rcv_task task[KV_TP_MAX];
-    uint32_t n_grants;                /* grant[0 .. n_grants) are registered */
-    kvt_region grant[KV_GROUPS_MAX];  /* per group: P writes only through these */
 } rcv_batch;
 
 typedef struct rcv_agent {
@@ -150,29 +154,65 @@ static void fail_batch(kv_p2p_receiver *r, rcv_batch *b) {
     for (uint32_t i = 0; i < b->n_reqs; i++) fail_req(r, &r->req[b->req[i]]);
 }
 
-/* Grants: each batch gives P its own region id per group, registered over
- * the group's KV memory when the pull goes out and deregistered when the
- * batch is released. A pull D gave up on (receive timeout, reset) may still
- * reach P much later, or P may still be waiting to serve it: its WRITEs then
- * target revoked ids and fail at delivery (transport.h, "grants"), so they
- * can never land in blocks D has since freed and handed to another request.
- * The original exposed one region for the worker's life. */
-static kv_status grant_batch(kv_p2p_receiver *r, rcv_batch *b) {
-    kv_worker *w = r->w;
-    uint64_t bytes = (uint64_t)w->capacity * w->block_bytes;
-    for (; b->n_grants < w->cfg.n_groups; b->n_grants++) {
-        kv_status st = kvt_reg(w->t, w->kv[b->n_grants], bytes, KVT_MEM_HOST, &b->grant[b->n_grants]);
-        if (st != KV_OK) return st;
+/* Grants (transport.h, "write capabilities"): each task (batch x P rank)
+ * gives its P rank, and only the peer D reaches it by, a write grant per
+ * group: a window from the batch's lowest to one past its highest block of
+ * that group, with an unguessable key, sent in the pull. D's whole regions
+ * are never writable. A task's grants are revoked when it ends and, at the
+ * latest, when its batch is released, before any of the batch's requests is
+ * reported, so a late or stray WRITE (a pull D gave up on, a P rank that
+ * already answered) fails at delivery instead of landing in blocks D has
+ * since freed and handed to another request. The original exposed one
+ * region for the worker's life. */
+static void window_of(const kv_p2p_receiver *r, const rcv_batch *b, uint32_t g, uint64_t *off, uint64_t *len) {
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (uint32_t i = 0; i < b->n_reqs; i++) {
+        const kv_block_table *t = &r->req[b->req[i]].m.blocks;
+        for (uint32_t k = 0; g < t->n_groups && k < t->n[g]; k++) {
+            uint32_t id = t->id[g][k];
+            if (id == KV_NULL_BLOCK) continue;
+            if (id < lo) lo = id;
+            if (id + 1u > hi) hi = id + 1u;
+        }
     }
-    /* every group granted: P writes each group only through this batch's */
-    KV_ASSERT(w->env, w->cfg.index, b->n_grants == w->cfg.n_groups && b->n_grants <= KV_GROUPS_MAX,
-              "engine %u rank %u receiver: batch %u has %u grants for %u groups", w->cfg.index, w->rank, b->id,
-              b->n_grants, w->cfg.n_groups);
+    *off = lo < hi ? (uint64_t)lo * r->w->block_bytes : 0;
+    *len = lo < hi ? (uint64_t)(hi - lo) * r->w->block_bytes : 0;
+}
+
+static void revoke_task(kv_p2p_receiver *r, rcv_task *t) {
+    for (uint32_t g = 0; g < KV_GROUPS_MAX && t->n_grants; g++) {
+        if (t->grant[g] == KVT_NONE) continue;
+        kvt_revoke(r->w->t, t->grant[g]);
+        t->grant[g] = KVT_NONE;
+        t->n_grants--;
+    }
+    memset(t->desc, 0, sizeof t->desc);
+}
+
+static kv_status grant_task(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
+    kv_worker *w = r->w;
+    for (uint32_t g = 0; g < KV_GROUPS_MAX; g++) {
+        t->grant[g] = KVT_NONE;
+        t->desc[g] = (kvt_desc){.region = KVT_NONE};
+    }
+    t->n_grants = 0;
+    for (uint32_t g = 0; g < w->cfg.n_groups; g++) {
+        uint64_t off, len;
+        window_of(r, b, g, &off, &len);
+        if (!len) continue; /* no block of this group: nothing to write */
+        kv_status st = kvt_grant(w->t, w->region[g], r->ep, t->peer, off, len, &t->grant[g], &t->desc[g]);
+        if (st != KV_OK) {
+            t->grant[g] = KVT_NONE;
+            revoke_task(r, t);
+            return st;
+        }
+        t->n_grants++;
+    }
     return KV_OK;
 }
 
 static void revoke_batch(kv_p2p_receiver *r, rcv_batch *b) {
-    while (b->n_grants) kvt_dereg(r->w->t, b->grant[--b->n_grants]);
+    for (uint32_t k = 0; k < b->n_tasks && k < KV_TP_MAX; k++) revoke_task(r, &b->task[k]);
 }
 
 /* Every task of b is done, or given up: its grants are revoked first, so
@@ -198,6 +238,7 @@ static void task_done(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
                     r->w->cfg.index, r->w->rank, b->id, t->p_rank))
         return;
     t->done = true;
+    revoke_task(r, t);
     for (uint32_t i = 0; i < b->n_tasks; i++)
         if (!b->task[i].done) return;
     release_batch(r, b);
@@ -260,7 +301,14 @@ static kv_status send_meta(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
     m->batch = b->id;
     m->d_addr = r->addr;
     m->n_groups = w->cfg.n_groups;
-    for (uint32_t g = 0; g < w->cfg.n_groups; g++) kvt_export_desc(w->t, b->grant[g], &m->region[g]);
+    kv_status st = kvt_connect(w->t, r->ep, &r->agent[b->engine].addr[t->p_rank], &t->peer);
+    if (st == KV_OK) st = grant_task(r, b, t);
+    if (st != KV_OK) {
+        kv_logf(RCV_ENV(r), KV_LOG_WARN, "receiver: pull batch %u to P%u rank %u: no peer or grant (%s)", b->id,
+                b->engine, t->p_rank, kv_status_str(st));
+        return st;
+    }
+    for (uint32_t g = 0; g < w->cfg.n_groups; g++) m->region[g] = t->desc[g];
     m->block_bytes = w->block_bytes;
     m->n_reqs = b->n_reqs;
     for (uint32_t i = 0; i < b->n_reqs; i++) {
@@ -269,7 +317,7 @@ static kv_status send_meta(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
                                          .blocks = q->m.blocks};
     }
     size_t len = 0;
-    kv_status st = kv_wire_encode(r->msg, r->buf, KV_WIRE_MAX, &len);
+    st = kv_wire_encode(r->msg, r->buf, KV_WIRE_MAX, &len);
     /* our own pull (at most KV_PULL_REQS_MAX tables, well under KV_WIRE_MAX)
      * always encodes, and decodes back as sent; a failure to reach P below
      * is the peer's, and fails the task */
@@ -277,7 +325,6 @@ static kv_status send_meta(kv_p2p_receiver *r, rcv_batch *b, rcv_task *t) {
                     "engine %u rank %u receiver: pull batch %u (%u requests): encode %s, %zu bytes", w->cfg.index,
                     w->rank, b->id, b->n_reqs, kv_status_str(st), len))
         return st == KV_OK ? KV_EPROTO : st;
-    if (st == KV_OK) st = kvt_connect(w->t, r->ep, &r->agent[b->engine].addr[t->p_rank], &t->peer);
     if (st == KV_OK) st = kvt_send_ctrl(w->t, r->ep, t->peer, r->buf, (uint32_t)len);
     kv_logf(RCV_ENV(r), KV_LOG_INFO, "receiver: pull batch %u to P%u rank %u: %u requests (%s)", b->id, b->engine,
             t->p_rank, b->n_reqs, kv_status_str(st));
@@ -289,10 +336,9 @@ static void receive_kv(kv_p2p_receiver *r, uint32_t slot) {
     rcv_batch *b = &r->batch[slot];
     /* a batch starts once: used, its engine known, nothing granted or sent */
     if (!RCV_ASSERT(r, b->used && !b->waiting_boot && b->engine < KV_ENGINES_MAX && r->agent[b->engine].known &&
-                           b->n_tasks == 0 && b->n_grants == 0,
-                    "engine %u rank %u receiver: batch %u starts (used %d, waiting_boot %d, engine %u, %u tasks, %u grants)",
-                    r->w->cfg.index, r->w->rank, b->id, (int)b->used, (int)b->waiting_boot, b->engine, b->n_tasks,
-                    b->n_grants))
+                           b->n_tasks == 0,
+                    "engine %u rank %u receiver: batch %u starts (used %d, waiting_boot %d, engine %u, %u tasks)",
+                    r->w->cfg.index, r->w->rank, b->id, (int)b->used, (int)b->waiting_boot, b->engine, b->n_tasks))
         return;
     rcv_agent *a = &r->agent[b->engine];
     uint32_t ranks[KV_TP_MAX];
@@ -301,12 +347,9 @@ static void receive_kv(kv_p2p_receiver *r, uint32_t slot) {
         rcv_req *q = &r->req[b->req[i]];
         q->count = q->total = b->n_tasks;
     }
-    for (uint32_t i = 0; i < b->n_tasks; i++) b->task[i] = (rcv_task){.p_rank = ranks[i], .peer = KVT_NONE};
-    if (grant_batch(r, b) != KV_OK) {
-        kv_logf(RCV_ENV(r), KV_LOG_ERROR, "receiver: no region grant for batch %u; its requests fail", b->id);
-        fail_batch(r, b);
-        release_batch(r, b);
-        return;
+    for (uint32_t i = 0; i < b->n_tasks; i++) {
+        b->task[i] = (rcv_task){.p_rank = ranks[i], .peer = KVT_NONE};
+        for (uint32_t g = 0; g < KV_GROUPS_MAX; g++) b->task[i].grant[g] = KVT_NONE;
     }
     for (uint32_t i = 0; i < b->n_tasks; i++) {
         rcv_task *t = &b->task[i];
@@ -448,6 +491,9 @@ static void on_resp(kv_p2p_receiver *r, const kv_wire_xfer_resp *resp) {
         for (uint32_t k = 0; k < b->n_tasks; k++) {
             rcv_task *t = &b->task[k];
             if (t->p_rank != resp->p_tp_rank || t->done) continue;
+            /* P rank done with this batch: its grants go before any of
+             * the batch's requests is reported below */
+            if (resp->status != KV_XFER_CONTINUE) revoke_task(r, t);
             if (resp->status == KV_XFER_ERROR) {
                 if (RCV_BUG(r, KV_BUG_ERR_EARLY_RETURN)) { /* seed 000 (b): return before reporting */
                     task_done(r, b, t);
@@ -509,15 +555,18 @@ static bool receiver_invariants(const kv_p2p_receiver *r) {
 /* R3 for batch slot i; counts its requests into *in_batches. */
 static bool receiver_walk_batch(const kv_p2p_receiver *r, uint32_t i, uint32_t *in_batches) {
     const rcv_batch *b = &r->batch[i];
-    uint32_t open = 0;
-    for (uint32_t k = 0; k < b->n_tasks && k < KV_TP_MAX; k++) open += !b->task[k].done;
-    if (!RCV_ASSERT_CHECKED(r, b->n_reqs <= KV_PULL_REQS_MAX && b->n_tasks <= KV_TP_MAX &&
-                                   b->n_grants <= r->w->cfg.n_groups && b->engine < KV_ENGINES_MAX &&
-                                   b->id <= r->next_batch_id && (!b->waiting_boot || (!b->n_tasks && !b->n_grants)) &&
-                                   (!b->n_tasks || (open && b->n_grants == r->w->cfg.n_groups)),
+    uint32_t open = 0, stray = 0;
+    for (uint32_t k = 0; k < b->n_tasks && k < KV_TP_MAX; k++) {
+        const rcv_task *t = &b->task[k];
+        open += !t->done;
+        stray += t->n_grants > r->w->cfg.n_groups || (t->done && t->n_grants);
+    }
+    if (!RCV_ASSERT_CHECKED(r, b->n_reqs <= KV_PULL_REQS_MAX && b->n_tasks <= KV_TP_MAX && b->engine < KV_ENGINES_MAX &&
+                                   b->id <= r->next_batch_id && (!b->waiting_boot || !b->n_tasks) &&
+                                   (!b->n_tasks || open) && !stray,
                             "engine %u rank %u receiver: batch slot %u id %u engine %u: %u requests, %u tasks (%u open), "
-                            "%u grants, waiting_boot %d",
-                            r->w->cfg.index, r->w->rank, i, b->id, b->engine, b->n_reqs, b->n_tasks, open, b->n_grants,
+                            "%u tasks holding grants they should not, waiting_boot %d",
+                            r->w->cfg.index, r->w->rank, i, b->id, b->engine, b->n_reqs, b->n_tasks, open, stray,
                             (int)b->waiting_boot))
         return false;
     for (uint32_t k = 0; k < b->n_reqs; k++) {

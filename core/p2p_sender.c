@@ -352,7 +352,8 @@ static bool plan_request(round_ctx *c, const snd_entry *e, const snd_preq *q) {
                                      .local_off = (uint64_t)lb * w->block_bytes + (h0 - lo) * w->cfg.head_bytes,
                                      .remote = p->region[g].region,
                                      .remote_off = (uint64_t)rem[i] * p->d_block_bytes + (h0 - dlo) * w->cfg.head_bytes,
-                                     .len = len});
+                                     .len = len,
+                                     .key = p->region[g].key});
         }
     }
     return true;

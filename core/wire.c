@@ -16,7 +16,9 @@
  *
  *   XFER_META   u32 d_engine, u32 d_tp_size, u32 d_tp_rank, u32 batch,
  *               str d_addr,
- *               u8 n_groups (<= KV_GROUPS_MAX), n_groups x {u32 region, u64 len},
+ *               u8 n_groups (<= KV_GROUPS_MAX),
+ *               n_groups x {u32 region, u64 len, u64 key[2]} (region and key:
+ *               D's write grant for this P rank, transport.h; version 2),
  *               u32 block_bytes,
  *               u16 n_reqs (<= KV_PULL_REQS_MAX),
  *               n_reqs x {u32 d_req, u32 transfer_id, table blocks}
@@ -134,6 +136,8 @@ static kv_status w_meta(wcur *w, const kv_wire_xfer_meta *m) {
     for (uint32_t g = 0; g < m->n_groups; g++) {
         w_u32(w, m->region[g].region);
         w_u64(w, m->region[g].len);
+        w_u64(w, m->region[g].key.w[0]);
+        w_u64(w, m->region[g].key.w[1]);
     }
     w_u32(w, m->block_bytes);
     w_u16(w, m->n_reqs);
@@ -302,7 +306,9 @@ static bool same_meta(const kv_wire_xfer_meta *a, const kv_wire_xfer_meta *b) {
         a->block_bytes != b->block_bytes || a->n_reqs != b->n_reqs)
         return false;
     for (uint32_t g = 0; g < a->n_groups; g++)
-        if (a->region[g].region != b->region[g].region || a->region[g].len != b->region[g].len) return false;
+        if (a->region[g].region != b->region[g].region || a->region[g].len != b->region[g].len ||
+            a->region[g].key.w[0] != b->region[g].key.w[0] || a->region[g].key.w[1] != b->region[g].key.w[1])
+            return false;
     for (uint32_t i = 0; i < a->n_reqs; i++)
         if (a->req[i].d_req != b->req[i].d_req || a->req[i].transfer_id != b->req[i].transfer_id ||
             !same_table(&a->req[i].blocks, &b->req[i].blocks))
@@ -445,6 +451,8 @@ static void r_meta(rcur *r, kv_wire_xfer_meta *m) {
     for (uint32_t g = 0; g < m->n_groups; g++) {
         m->region[g].region = r_u32(r);
         m->region[g].len = r_u64(r);
+        m->region[g].key.w[0] = r_u64(r);
+        m->region[g].key.w[1] = r_u64(r);
     }
     m->block_bytes = r_u32(r);
     m->n_reqs = r_count(r, 2, KV_PULL_REQS_MAX);

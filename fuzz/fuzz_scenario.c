@@ -52,6 +52,7 @@ FUZZ_VIOLATION_FRAME(violation_inv_outcome)
 FUZZ_VIOLATION_FRAME(violation_inv_hold)
 FUZZ_VIOLATION_FRAME(violation_inv_assert)
 FUZZ_VIOLATION_FRAME(violation_inv_cache)
+FUZZ_VIOLATION_FRAME(violation_inv_grant)
 
 __attribute__((noreturn)) static void crash_as(kv_inv inv) {
     static void (*const frame[KV_INV_COUNT])(void) = {
@@ -61,8 +62,9 @@ __attribute__((noreturn)) static void crash_as(kv_inv inv) {
         [KV_INV_DATA] = violation_inv_data,         [KV_INV_SCHED_ASSERT] = violation_sched_assert,
         [KV_INV_OUTCOME] = violation_inv_outcome,   [KV_INV_HOLD] = violation_inv_hold,
         [KV_INV_ASSERT] = violation_inv_assert,     [KV_INV_CACHE] = violation_inv_cache,
+        [KV_INV_GRANT] = violation_inv_grant,
     };
-    _Static_assert(KV_INV_COUNT == 12, "a crash frame for each invariant");
+    _Static_assert(KV_INV_COUNT == 13, "a crash frame for each invariant");
     if ((unsigned)inv < KV_INV_COUNT && frame[inv]) frame[inv]();
     abort();
 }

@@ -54,6 +54,7 @@ void sim_check_begin(sim_check *c, const sim_check_view *v) {
 void sim_check_event(sim_check *c, uint32_t actor, const kv_msg *m) {
     c->v.res->armed[KV_INV_OWNER]++;  /* the core's owner checks ran on this event, */
     c->v.res->armed[KV_INV_ASSERT]++; /* and its actor's invariant function on return (core/assert.h) */
+    chk_grant_event(c); /* the network's grant check, at the deliveries before this event */
     if (actor >= SIM_ACTORS_MAX) return;
     const chk_actor *a = &c->actor[actor];
     if (m->kind == KV_M_P2P_RECV_START) chk_outcome_pull(c, m); /* on D's receiver */
@@ -132,7 +133,8 @@ void sim_check_time(sim_check *c, uint64_t next_ns) {
 
 void sim_check_end(sim_check *c, bool timed_out) {
     sim_rt_set_current(c->v.rt, KV_ACTOR_NONE);
-    chk_live_end(c, timed_out);
+    chk_grant_end(c);
+    if (!chk_violated(c)) chk_live_end(c, timed_out);
     if (!chk_violated(c)) chk_pool_end(c);
     if (!chk_violated(c)) chk_outcome_end(c);
     if (!chk_violated(c)) chk_hold_end(c);

@@ -18,6 +18,9 @@
  *   sim/check_saved.c    INV-CACHE, the store's half: what a save was
  *                        handed, and what a producer's finished requests
  *                        must have saved, is in the store at the end
+ *   sim/check_grant.c    INV-GRANT: no WRITE reached a node with a wrong
+ *                        key, from a peer its grant was not made to, or
+ *                        outside the grant's window (the network's check)
  *
  * The core reports what it sees itself (INV-OWNER, INV-STRAY, INV-SAVE, the
  * pulled blocks' INV-DATA, SCHED-ASSERT, INV-ASSERT) through the env's
@@ -35,6 +38,7 @@
 
 #include "core/engine.h"
 #include "core/proxy.h"
+#include "sim/sim_net.h"
 #include "sim/sim_rt.h"
 #include "sim/sim_store.h"
 #include "sim/world.h"
@@ -49,6 +53,7 @@ typedef struct sim_check_view {
     uint32_t n_eng;
     const kv_proxy *proxy;
     const sim_store *store;   /* NULL when no engine uses the store */
+    const sim_net *net;       /* the network: its grant check's refusals */
     const sim_world_cfg *cfg;
     sim_result *res;          /* armed counters, violation */
 } sim_check_view;

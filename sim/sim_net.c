@@ -27,6 +27,16 @@
  *    never answers: ctrl to it is lost, a batch to it completes
  *    KV_ETIMEDOUT at its deadline (or waits, without one, for the node to
  *    crash for real, which resets it).
+ *  - Write grants (transport.h): a peer writes only through a live grant of
+ *    the destination node, checked at delivery like the bounds (revoked
+ *    since the submit: the entry fails). Keys are the node's grant counter
+ *    through a mixer (splitmix64, two rounds), never drawn from the choice
+ *    stream, so a scenario's draws and its trace do not depend on them; the
+ *    counters restart at sim_net_reset. A refusal is counted: through a
+ *    revoked or unknown id (a late write, the mechanism at work) in
+ *    grant_refused, with a wrong key, from another peer or outside the window
+ *    (something an honest sender never does) in grant_violations, the first
+ *    of which is kept for the checker (sim_net_grant_violation).
  *  - poll() on a sim kvt returns no events: the world drives the network
  *    through sim_net_progress(). close() is a no-op (the net owns all memory).
  *
@@ -43,6 +53,7 @@
 #define SN_PEERS_MAX 64u       /* peers per endpoint */
 #define SN_DIM_MAX (1u << 16)  /* bound on nodes, eps, regions */
 #define SN_PKTS_MAX (1u << 20) /* bound on packets_max */
+#define SN_GRANTS KV_NODE_GRANTS_MAX /* live write grants per node */
 
 enum { PK_BATCH = 1, PK_CTRL = 2, PK_DOWN = 3 };
 enum { PS_LIVE = 0, PS_RESET = 1 };
@@ -70,6 +81,8 @@ typedef struct sn_node {
     uint32_t n_eps;
     sn_ep *ep;      /* [eps_max] */
     kvt_region_tab reg; /* over [regions_max] of the net's regs */
+    kvt_grant_tab grants; /* over [SN_GRANTS] of the net's grant slab */
+    uint64_t grant_ctr;   /* keys: mix(node, ++grant_ctr) */
     bool fault_armed;
     int32_t fault_err;
     uint32_t fault_n;
@@ -107,6 +120,8 @@ struct sim_net {
     sn_ep *eps;        /* [nodes_max * eps_max] */
     sn_peer *peers;    /* [nodes_max * eps_max * peers_max] */
     sn_region *regs;   /* [nodes_max * regions_max] */
+    kvt_grant_entry *grant_slab; /* [nodes_max * SN_GRANTS] */
+    sim_net_grant_violation viol; /* the first of the run (viol.seen) */
     sn_pkt *pkt;       /* [pkts_total] */
     kvt_write *wr;     /* [packets_max * KVT_BATCH_WRITES_MAX] */
     uint32_t *heap;    /* [pkts_total] */
@@ -336,6 +351,7 @@ static kv_status op_reg(kvt *t, void *base, uint64_t len, kvt_mem_kind kind, kvt
 
 static kv_status op_dereg(kvt *t, kvt_region id) {
     sn_node *nd = t_node(t);
+    kvt_grant_remove_region(&nd->grants, id);
     return kvt_region_remove(&nd->reg, id);
 }
 
@@ -343,6 +359,33 @@ static kv_status op_export_desc(kvt *t, kvt_region id, kvt_desc *out) {
     sn_node *nd = t_node(t);
     return kvt_region_desc(&nd->reg, id, out);
 }
+
+static uint64_t mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Deterministic and free of the choice stream: (node, counter) mixed. */
+static kv_status op_grant(kvt *t, kvt_region r, kvt_ep ep, kvt_peer peer, uint64_t off, uint64_t len, uint32_t *out_id,
+                          kvt_desc *out_desc) {
+    sn_node *nd = t_node(t);
+    if (!out_id || !out_desc) return KV_EINVAL;
+    if (nd->crashed) return KV_ECONNRESET;
+    const sn_region *reg = find_region(nd, r);
+    const sn_ep *e = find_ep(nd, ep);
+    if (!reg || !e || peer >= e->n_peers) return KV_ENOENT;
+    if (len == 0 || !range_ok(reg, off, len)) return KV_ERANGE;
+    uint64_t c = ++nd->grant_ctr;
+    kvt_key key = {{mix64(((uint64_t)nd->index << 40) ^ c), mix64(mix64(c) ^ nd->index)}};
+    if (kvt_key_zero(&key)) key.w[0] = 1;
+    kv_status st = kvt_grant_add(&nd->grants, r, ep, peer, off, len, &key, out_id);
+    if (st == KV_OK) *out_desc = (kvt_desc){.region = *out_id, .len = off + len, .key = key};
+    return st;
+}
+
+static kv_status op_revoke(kvt *t, uint32_t id) { return kvt_grant_remove(&t_node(t)->grants, id); }
 
 static kv_status op_ep_open(kvt *t, uint32_t owner, kvt_ep *out_ep, kvt_addr *out_addr) {
     sn_node *nd = t_node(t);
@@ -515,15 +558,42 @@ static const kvt_ops sim_ops = {
     .send_ctrl = op_send_ctrl,
     .poll = op_poll,
     .close = op_close,
+    .grant = op_grant,
+    .revoke = op_revoke,
 };
 
 /* ---- delivery ------------------------------------------------------------------- */
 
-/* Applies one entry; false when either side is out of range. */
+/* The destination's grant check of one entry (the owner side's, as tcp's);
+ * the destination region it may land in, or NULL (counted). */
+static sn_region *granted(sim_net *net, const sn_pkt *p, const kvt_write *w) {
+    sn_node *dst = &net->node[p->dst];
+    const sn_ep *e = find_ep(dst, p->dst_ep);
+    uint32_t peer = e ? find_peer(e, p->src, p->src_ep) : KVT_NONE;
+    kvt_grant_verdict v = kvt_grant_check(&dst->grants, w->remote, &w->key, p->dst_ep, peer, w->remote_off, w->len);
+    const kvt_grant_entry *g = v == KVT_GRANT_OK ? kvt_grant_find(&dst->grants, w->remote) : NULL;
+    sn_region *rr = g ? find_region(dst, g->region) : NULL;
+    if (g && (!rr || !range_ok(rr, w->remote_off, w->len))) v = KVT_GRANT_OUTSIDE;
+    if (v == KVT_GRANT_OK) return rr;
+    if (v == KVT_GRANT_NONE) {
+        net->stats.grant_refused++;
+        return NULL;
+    }
+    net->stats.grant_violations++;
+    if (!net->viol.seen)
+        net->viol = (sim_net_grant_violation){.seen = true, .verdict = (uint32_t)v, .src = p->src, .dst = p->dst,
+                                              .grant = w->remote, .off = w->remote_off, .len = w->len,
+                                              .at_ns = now_ns(net)};
+    return NULL;
+}
+
+/* Applies one entry; false when either side is out of range or the
+ * destination's grant refuses it. */
 static bool apply_write(sim_net *net, const sn_pkt *p, const kvt_write *w) {
     sn_region *lr = find_region(&net->node[p->src], w->local);
-    sn_region *rr = find_region(&net->node[p->dst], w->remote);
-    if (!lr || !rr || !range_ok(lr, w->local_off, w->len) || !range_ok(rr, w->remote_off, w->len)) return false;
+    if (!lr || !range_ok(lr, w->local_off, w->len)) return false;
+    sn_region *rr = granted(net, p, w);
+    if (!rr) return false;
     if (w->len) memmove(rr->base + w->remote_off, lr->base + w->local_off, w->len);
     net->stats.writes++;
     net->stats.bytes += w->len;
@@ -735,6 +805,7 @@ static void wipe_node(sn_node *nd) {
     }
     nd->n_eps = 0;
     kvt_region_tab_clear(&nd->reg);
+    kvt_grant_tab_clear(&nd->grants);
     nd->fault_armed = false;
     nd->fault_err = 0;
     nd->fault_n = 0;
@@ -809,6 +880,7 @@ static bool alloc_tables(sim_net *net) {
     net->eps = alloc_n(env, n_eps, sizeof *net->eps, &ok);
     net->peers = alloc_n(env, n_eps * net->peers_max, sizeof *net->peers, &ok);
     net->regs = alloc_n(env, c->nodes_max, (size_t)c->regions_max * sizeof *net->regs, &ok);
+    net->grant_slab = alloc_n(env, c->nodes_max, (size_t)SN_GRANTS * sizeof *net->grant_slab, &ok);
     net->pkt = alloc_n(env, net->pkts_total, sizeof *net->pkt, &ok);
     net->wr = alloc_n(env, c->packets_max, KVT_BATCH_WRITES_MAX * sizeof *net->wr, &ok);
     net->heap = alloc_n(env, net->pkts_total, sizeof *net->heap, &ok);
@@ -827,6 +899,7 @@ static void wire_tables(sim_net *net) {
         nd->index = n;
         nd->ep = &net->eps[(size_t)n * c->eps_max];
         kvt_region_tab_init(&nd->reg, &net->regs[(size_t)n * c->regions_max], c->regions_max);
+        kvt_grant_tab_init(&nd->grants, &net->grant_slab[(size_t)n * SN_GRANTS], SN_GRANTS);
         for (uint32_t e = 0; e < c->eps_max; e++)
             nd->ep[e].peer = &net->peers[((size_t)n * c->eps_max + e) * net->peers_max];
         net->kvts[n] = (kvt){.ops = &sim_ops, .impl = nd};
@@ -864,7 +937,7 @@ kv_status sim_net_new(const kv_env *env, const sim_net_cfg *cfg, sim_choice *cho
 void sim_net_free(sim_net *net) {
     if (!net) return;
     const kv_env *env = net->env;
-    void *p[] = {net->node, net->kvts, net->eps, net->peers, net->regs, net->pkt,
+    void *p[] = {net->node, net->kvts, net->eps, net->peers, net->regs, net->grant_slab, net->pkt,
                  net->wr, net->heap, net->free_data, net->free_down, net->cbytes, net->cfifo};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) kv_release(env, p[i]);
     kv_release(env, net);
@@ -877,6 +950,8 @@ void sim_net_reset(sim_net *net, sim_choice *choice) {
         sn_node *nd = &net->node[n];
         wipe_node(nd);
         nd->reg.next_id = 1;
+        nd->grants.seq = 1;
+        nd->grant_ctr = 0;
         nd->crashed = nd->hung = false;
     }
     for (uint32_t i = 0; i < net->pkts_total; i++) {
@@ -893,6 +968,13 @@ void sim_net_reset(sim_net *net, sim_choice *choice) {
     net->seq = 0;
     net->delay_until = net->delay_extra = 0;
     memset(&net->stats, 0, sizeof net->stats);
+    memset(&net->viol, 0, sizeof net->viol);
+}
+
+bool sim_net_grant_violation_get(const sim_net *net, sim_net_grant_violation *out) {
+    if (!net || !net->viol.seen) return false;
+    if (out) *out = net->viol;
+    return true;
 }
 
 kvt *sim_net_node(sim_net *net, uint32_t node) {

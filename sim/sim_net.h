@@ -99,7 +99,23 @@ void sim_net_fault_delay(sim_net *net, uint64_t extra_ns, uint64_t window_ns);
 
 typedef struct sim_net_stats {
     uint64_t batches, writes, bytes, ctrl_msgs, range_errors, timeouts, resets;
+    /* WRITE entries the destination's grant check refused (also counted in
+     * range_errors): through no live grant (revoked: a late write) and
+     * violations (a wrong key, another peer, outside the window) */
+    uint64_t grant_refused, grant_violations;
 } sim_net_stats;
+
+/* The first grant violation of the run (wrong key, another peer, outside
+ * the window: an honest sender never makes one), for the checker. */
+typedef struct sim_net_grant_violation {
+    bool seen;
+    uint32_t verdict; /* kvt_grant_verdict (transport/regions.h) */
+    uint32_t src, dst; /* nodes */
+    uint32_t grant;
+    uint64_t off, len, at_ns;
+} sim_net_grant_violation;
+/* False (out untouched) when the run has none so far. */
+bool sim_net_grant_violation_get(const sim_net *net, sim_net_grant_violation *out);
 void sim_net_stats_get(const sim_net *net, sim_net_stats *out);
 
 #endif

@@ -1095,7 +1095,7 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
     }
     if (w->trace) fputs(trace_legend, w->trace);
     sim_check_view cv = {.env = &w->env, .rt = w->rt, .eng = w->eng, .down = w->down, .n_eng = w->n_eng,
-                         .proxy = w->proxy, .store = w->store, .cfg = cfg, .res = out};
+                         .proxy = w->proxy, .store = w->store, .net = w->net, .cfg = cfg, .res = out};
     sim_check_begin(w->check, &cv);
     sort_items(w);
     uint64_t last = 0;

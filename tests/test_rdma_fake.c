@@ -31,9 +31,10 @@ typedef struct fake {
 static fake F;
 static test_env te;
 
-static kv_status f_reg_mr(void *ctx, void *addr, uint64_t len, kvt_rdma_mr *out) {
+static kv_status f_reg_mr(void *ctx, void *addr, uint64_t len, uint32_t access, kvt_rdma_mr *out) {
     fake *f = ctx;
     (void)len;
+    (void)access;
     f->n_mr++;
     *out = (kvt_rdma_mr){.handle = addr, .addr = (uint64_t)(uintptr_t)addr, .lkey = 100 + f->n_mr, .rkey = 200 + f->n_mr};
     return KV_OK;

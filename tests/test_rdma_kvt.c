@@ -2,8 +2,11 @@
  * backend kvnode --transport rdma runs, against a fake NIC shared by two
  * instances in one process: real TCP on 127.0.0.1 for control and QP
  * set-up, a fake verbs table per side whose "fabric" executes RDMA WRITEs
- * by checking the rkey and range against the target side's registrations
- * (REM_ACCESS_ERR otherwise) and copying. Proves: connect exchanges QP info
+ * by checking the rkey and range against the target side's remotely
+ * writable registrations (REM_ACCESS_ERR otherwise, counted by the target
+ * NIC as a responder's access error) and copying. B's memory is written
+ * only through B's write grants (transport.h): A presents the grant's key
+ * (its registration's rkey) with every entry. Proves: connect exchanges QP info
  * and region tables over the ctrl channel (set-up messages never reach the
  * owner; user ctrl passes through byte for byte; a user message that looks
  * like set-up is refused); submit before set-up is KV_EFULL and posts
@@ -11,8 +14,11 @@
  * submitter only; remote bounds are checked against the peer's table before
  * posting; a NIC access error completes KV_ERANGE and later flushed batches
  * report that root cause; PEER_DOWN resets the link and a reconnect sets up
- * a fresh QP; and the same through kvp_net's progress thread (the wrapper
- * kvnode uses), whose submit waits out the set-up. Every wait is bounded. */
+ * a fresh QP; a WRITE with no key, a guessed key, through a revoked grant
+ * or outside its window is refused (by A's table or B's NIC) and counted,
+ * B's memory untouched, while an honest one lands; and writes through a
+ * grant via kvp_net's progress thread (the wrapper kvnode uses). Every wait
+ * is bounded. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -37,12 +43,13 @@ typedef struct fqp {
     uint32_t num, remote_num;
     bool connected, error; /* error: later WRs flush */
 } fqp;
-typedef struct fmr { uint64_t addr, len; uint32_t lkey, rkey; bool used; } fmr;
+typedef struct fmr { uint64_t addr, len; uint32_t lkey, rkey; bool used, remote; } fmr;
 struct fnic {
     uint32_t id;
     fmr mr[MR_MAX];
     fqp qp[64];
     uint32_t n_qp, live_qp, n_mr;
+    uint32_t refused; /* WRs to us refused (rkey or range): a responder's access errors */
     kvt_rdma_wc cq[WR_MAX];
     uint32_t cq_n, cq_head;
 };
@@ -54,12 +61,12 @@ static uint32_t wr_n, wr_head;
 static pthread_mutex_t fab_mu = PTHREAD_MUTEX_INITIALIZER; /* the kvp_net test posts and polls on threads */
 static uint32_t force_status; /* next WR completes with this (0: by the checks) */
 
-static kv_status f_reg_mr(void *ctx, void *addr, uint64_t len, kvt_rdma_mr *out) {
+static kv_status f_reg_mr(void *ctx, void *addr, uint64_t len, uint32_t access, kvt_rdma_mr *out) {
     fnic *n = ctx;
     for (uint32_t i = 0; i < MR_MAX; i++) {
         if (n->mr[i].used) continue;
         uint32_t key = n->id * 1000u + i + 1u;
-        n->mr[i] = (fmr){(uint64_t)(uintptr_t)addr, len, key, key + 500u, true};
+        n->mr[i] = (fmr){(uint64_t)(uintptr_t)addr, len, key, key + 500u, true, access == KVT_RDMA_ACCESS_REMOTE_WRITE};
         n->n_mr++;
         *out = (kvt_rdma_mr){.handle = &n->mr[i], .addr = (uint64_t)(uintptr_t)addr, .lkey = key, .rkey = key + 500u};
         return KV_OK;
@@ -120,7 +127,7 @@ static kv_status f_poll_cq(void *ctx, kvt_rdma_wc *out, uint32_t max, uint32_t *
 static const fmr *mr_find(const fnic *n, uint64_t addr, uint32_t len, uint32_t key, bool remote) {
     for (uint32_t i = 0; i < MR_MAX; i++) {
         const fmr *m = &n->mr[i];
-        if (m->used && (remote ? m->rkey : m->lkey) == key && addr >= m->addr && len <= m->len - (addr - m->addr))
+        if (m->used && (!remote || m->remote) && (remote ? m->rkey : m->lkey) == key && addr >= m->addr && len <= m->len - (addr - m->addr))
             return m;
     }
     return NULL;
@@ -137,7 +144,10 @@ static uint32_t fabric_run(void) {
         uint32_t st = force_status;
         if (w->qp->error) st = KVT_WC_WR_FLUSH_ERR;
         else if (!st && !mr_find(me, w->laddr, w->len, w->lkey, false)) st = KVT_WC_LOC_PROT_ERR;
-        else if (!st && !mr_find(peer, w->raddr, w->len, w->rkey, true)) st = KVT_WC_REM_ACCESS_ERR;
+        else if (!st && !mr_find(peer, w->raddr, w->len, w->rkey, true)) {
+            st = KVT_WC_REM_ACCESS_ERR;
+            peer->refused++;
+        }
         if (!st) memcpy((void *)(uintptr_t)w->raddr, (const void *)(uintptr_t)w->laddr, w->len);
         else w->qp->error = true;
         force_status = 0;
@@ -171,6 +181,7 @@ static side A, B;
 #define BLK 512u
 static uint8_t src[64 * BLK], dst_buf[66 * BLK];
 static kvt_region rs, rd;
+static kvt_desc GD; /* B's grant to A that W() writes through */
 
 static uint64_t mono(void) {
     struct timespec ts;
@@ -195,6 +206,7 @@ static void setup(void) {
     NB.id = 2;
     wr_n = wr_head = 0;
     force_status = 0;
+    memset(&GD, 0, sizeof GD);
     test_env_init(&te);
     te.quiet = 1;
     te.now_ns = mono();
@@ -282,8 +294,31 @@ static kvt_peer link_up(void) {
     return pb;
 }
 
+/* B grants [off, off + len) of rd to the writer at `writer` (B's peer id
+ * for it: connecting back finds the link the writer opened). The grant is
+ * announced on that link before anything B sends later, so a ctrl B sends
+ * after it reaching A proves A's table has it. */
+static kvt_desc grant_to(const kvt_addr *writer, uint64_t off, uint64_t len) {
+    kvt_peer pa;
+    cr_assert_eq(kvt_connect(B.t, B.ep, writer, &pa), KV_OK);
+    kvt_desc d;
+    uint32_t id;
+    cr_assert_eq(kvt_grant(B.t, rd, B.ep, pa, off, len, &id, &d), KV_OK);
+    cr_assert_eq(d.region, id);
+    cr_assert_eq(d.len, off + len);
+    cr_assert_neq(d.key.w[0], 0, "the key is the grant's rkey");
+    uint32_t c0 = count(&A, KVT_EV_CTRL);
+    cr_assert_eq(kvt_send_ctrl(B.t, B.ep, pa, "KVgranted", 9), KV_OK);
+    PUMP_UNTIL(count(&A, KVT_EV_CTRL) == c0 + 1);
+    return d;
+}
+
+/* All of rd, to A's endpoint: what W() writes through. */
+static void grant_a(void) { GD = grant_to(&A.addr, 0, 64 * BLK); }
+
 static kvt_write W(uint32_t i, uint64_t roff, uint32_t len) {
-    return (kvt_write){.local = rs, .local_off = (uint64_t)i * BLK, .remote = rd, .remote_off = roff, .len = len};
+    return (kvt_write){.local = rs, .local_off = (uint64_t)i * BLK, .remote = GD.region, .remote_off = roff,
+                       .len = len, .key = GD.key};
 }
 
 static bool guards_intact(void) {
@@ -306,6 +341,8 @@ Test(rdma_kvt, setup_over_ctrl_then_batch_lands_once) {
     cr_assert_eq(count(&A, KVT_EV_CTRL) + count(&B, KVT_EV_CTRL), 0, "set-up messages reached an owner");
     cr_assert_eq(NA.qp[0].remote_num, NB.qp[0].num, "A's QP connected to B's");
     cr_assert_eq(NB.qp[0].remote_num, NA.qp[0].num, "B's QP connected to A's");
+    grant_a();
+    for (uint32_t i = 0; i < 64; i++) w[i] = W(i, (uint64_t)(63 - i) * BLK, BLK - (i % 5) * 50);
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, 64, 42, 0), KV_OK);
     cr_assert_eq(wr_n, 64, "one WR per entry");
     PUMP_UNTIL(count(&A, KVT_EV_DONE) == 1);
@@ -326,19 +363,15 @@ Test(rdma_kvt, setup_over_ctrl_then_batch_lands_once) {
     cr_assert(guards_intact());
 }
 
-/* A grant (a second registration of B's memory, core/p2p_receiver.c) made
+/* A grant (its own remotely writable registration of B's memory) made
  * after set-up reaches A before anything B sends later, so A can write
- * through it; once B deregisters it A's submit is refused, and a WR A had
- * already posted is refused by B's NIC (the rkey is gone): nothing lands. */
+ * through it; once B revokes it a WR A had already posted is refused by B's
+ * NIC (the rkey is gone), and once A has heard of it A's submit is refused:
+ * nothing lands. */
 Test(rdma_kvt, grant_after_setup_is_announced_and_revoked) {
     kvt_peer pb = link_up();
-    kvt_region g;
-    cr_assert_eq(kvt_reg(B.t, dst_buf + BLK, 64 * BLK, KVT_MEM_HOST, &g), KV_OK);
-    cr_assert_neq(g, rd);
-    cr_assert_eq(kvt_send_ctrl(B.t, B.ep, 0, "KVafter", 7), KV_OK); /* B's peer 0 is A */
-    PUMP_UNTIL(count(&A, KVT_EV_CTRL) == 1); /* the region message went first on the same link */
+    grant_a();
     kvt_write w = W(0, 0, BLK);
-    w.remote = g;
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, &w, 1, 1, 0), KV_OK);
     PUMP_UNTIL(count(&A, KVT_EV_DONE) == 1);
     cr_assert_eq(nth(&A, KVT_EV_DONE, 0)->e.done.status, KV_OK);
@@ -347,13 +380,15 @@ Test(rdma_kvt, grant_after_setup_is_announced_and_revoked) {
     /* posted, then revoked before the NIC runs it */
     memset(dst_buf + BLK, 0xA5, BLK);
     w = W(1, 0, BLK);
-    w.remote = g;
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, &w, 1, 2, 0), KV_OK);
-    cr_assert_eq(kvt_dereg(B.t, g), KV_OK);
+    cr_assert_eq(kvt_revoke(B.t, GD.region), KV_OK);
+    cr_assert_eq(kvt_revoke(B.t, GD.region), KV_ENOENT);
     PUMP_UNTIL(count(&A, KVT_EV_DONE) == 2);
     cr_assert_eq(nth(&A, KVT_EV_DONE, 1)->e.done.status, KV_ERANGE, "the revoked rkey is refused by B's NIC");
-    cr_assert_eq(kvt_send_ctrl(B.t, B.ep, 0, "KVafter2", 8), KV_OK);
-    PUMP_UNTIL(count(&A, KVT_EV_CTRL) == 2);
+    cr_assert_eq(NB.refused, 1);
+    uint32_t c0 = count(&A, KVT_EV_CTRL);
+    cr_assert_eq(kvt_send_ctrl(B.t, B.ep, 0, "KVafter2", 8), KV_OK); /* B's peer 0 is A */
+    PUMP_UNTIL(count(&A, KVT_EV_CTRL) == c0 + 1);
     /* A has heard of the revocation: refused at submit, nothing posted */
     uint32_t posted = wr_n;
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, &w, 1, 3, 0), KV_ERANGE);
@@ -379,6 +414,7 @@ Test(rdma_kvt, user_ctrl_passes_through_setup_magic_refused) {
 
 Test(rdma_kvt, remote_bounds_from_the_peers_table) {
     kvt_peer pb = link_up();
+    grant_a();
     kvt_write past = W(0, 64 * BLK - 10, 100), other = {.local = rs, .local_off = 0, .remote = 999, .remote_off = 0, .len = 8};
     kvt_write ok_then_bad[2] = {W(0, 0, 16), past};
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, &past, 1, 1, 0), KV_ERANGE);
@@ -392,6 +428,7 @@ Test(rdma_kvt, remote_bounds_from_the_peers_table) {
 
 Test(rdma_kvt, nic_access_error_is_root_cause_of_later_flushes) {
     kvt_peer pb = link_up();
+    grant_a();
     kvt_write w[4] = {W(0, 0, 64), W(1, BLK, 64), W(2, 2 * BLK, 64), W(3, 3 * BLK, 64)};
     force_status = KVT_WC_REM_ACCESS_ERR; /* the first WR: the NIC refuses it */
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, 4, 10, 0), KV_OK);
@@ -410,6 +447,7 @@ Test(rdma_kvt, nic_access_error_is_root_cause_of_later_flushes) {
 
 Test(rdma_kvt, peer_down_resets_link_and_reconnect_sets_up_fresh_qp) {
     kvt_peer pb = link_up();
+    grant_a();
     kvt_write w = W(0, 0, 128);
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, &w, 1, 20, 0), KV_OK);
     PUMP_UNTIL(count(&A, KVT_EV_DONE) == 1);
@@ -424,11 +462,108 @@ Test(rdma_kvt, peer_down_resets_link_and_reconnect_sets_up_fresh_qp) {
     cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb2), KV_OK);
     PUMP_UNTIL(ctr(&A).links_ready == 2 && ctr(&B).links_ready == 1);
     cr_assert_eq(ctr(&A).qps, 2, "a fresh QP for the new peer");
+    grant_a(); /* the new process's grant */
+    w = W(0, 0, 128);
     memset(dst_buf, 0xA5, sizeof dst_buf);
     cr_assert_eq(kvt_submit(A.t, A.ep, pb2, &w, 1, 21, 0), KV_OK);
     PUMP_UNTIL(count(&A, KVT_EV_DONE) == 2);
     cr_assert_eq(nth(&A, KVT_EV_DONE, 1)->e.done.status, KV_OK);
     cr_assert(memcmp(dst_buf + BLK, src, 128) == 0);
+}
+
+/* ---- write grants: what is refused ------------------------------------------------- */
+
+/* A fresh endpoint of A with its own link (one QP) to B: a WR B's NIC
+ * refuses puts that QP in error (later WRs flush), so each refusal the NIC
+ * makes gets a link of its own. */
+typedef struct alink { kvt_ep ep; kvt_addr addr; kvt_peer pb; } alink;
+static alink a_link(uint32_t owner) {
+    alink l;
+    uint64_t ready = ctr(&A).links_ready;
+    cr_assert_eq(kvt_ep_open(A.t, owner, &l.ep, &l.addr), KV_OK);
+    cr_assert_eq(kvt_connect(A.t, l.ep, &B.addr, &l.pb), KV_OK);
+    PUMP_UNTIL(ctr(&A).links_ready == ready + 1 && ctr(&B).links_ready == ready + 1);
+    return l;
+}
+
+static const rec *done_of(uint64_t tag) {
+    for (uint32_t i = 0; i < A.n; i++)
+        if (A.r[i].e.kind == KVT_EV_DONE && A.r[i].e.done.tag == tag) return &A.r[i];
+    return NULL;
+}
+
+/* Entries B never let in: with no key, a guessed key, through a grant
+ * revoked while the WR was on its way, below and past a grant's window,
+ * naming B's plain region, and through a grant made for another of A's
+ * links. Those A's table knows to be wrong are refused at submit (nothing
+ * posted); the others are posted and refused by B's NIC (REM_ACCESS_ERR:
+ * KV_ERANGE at A, counted by B's NIC). Not a byte of B's memory moves but
+ * the honest WRITE's, through its window. (The NIC checks rkey and range,
+ * not the QP: a hostile writer posting a grant's rkey on another QP would
+ * get through; transport/README.md, "Write grants".) */
+Test(rdma_kvt, write_grants_refuse_no_key_wrong_key_revoked_outside) {
+    kvt_peer pb = link_up(); /* A.ep's link: the honest writer */
+    kvt_desc win = grant_to(&A.addr, 4 * BLK, 2 * BLK); /* blocks 4..5, to A.ep */
+    cr_assert_eq(kvt_submit(A.t, A.ep, pb, &(kvt_write){.local = rs, .local_off = 0, .remote = win.region,
+                                                       .remote_off = 6 * BLK, .len = 16, .key = win.key},
+                            1, 90, 0),
+                 KV_ERANGE, "past the window's end: refused by A's table");
+    cr_assert_eq(wr_n, 0, "nothing posted");
+
+    struct {
+        const char *what;
+        kvt_key key;       /* presented */
+        bool use_win;      /* through `win` (announced to A.ep's link only) */
+        uint64_t off;      /* in rd */
+        bool revoke;       /* revoked after the post */
+        bool plain;        /* names B's plain region */
+    } bad[] = {
+        {"no key", {{0, 0}}, false, 0, false, false},
+        {"a guessed key", {{0x40000001u, 0}}, false, 0, false, false},
+        {"revoked in flight", {{0, 0}}, false, 0, true, false},
+        {"below its window", {{0, 0}}, false, 2 * BLK, false, false},
+        {"the plain region, no key", {{0, 0}}, false, 0, false, true},
+    };
+    uint32_t nb = sizeof bad / sizeof bad[0];
+    for (uint32_t i = 0; i < nb; i++) {
+        alink l = a_link(10 + i);
+        /* each link's own grant: all of rd, except "below": blocks 4..5 */
+        bool below = bad[i].off == 2 * BLK;
+        kvt_desc g = grant_to(&l.addr, below ? 4 * BLK : 0, below ? 2 * BLK : 64 * BLK);
+        kvt_write w = {.local = rs, .local_off = 0, .remote = bad[i].plain ? rd : g.region,
+                       .remote_off = bad[i].off, .len = 64, .key = bad[i].key};
+        if (bad[i].revoke || below) w.key = g.key; /* the right key */
+        uint32_t posted = wr_n;
+        cr_assert_eq(kvt_submit(A.t, l.ep, l.pb, &w, 1, 100 + i, 0), KV_OK, "%s: posted", bad[i].what);
+        cr_assert_eq(wr_n, posted + 1);
+        if (bad[i].revoke) cr_assert_eq(kvt_revoke(B.t, g.region), KV_OK);
+        PUMP_UNTIL(done_of(100 + i) != NULL);
+        const rec *d = done_of(100 + i);
+        cr_assert_eq(d->e.done.status, KV_ERANGE, "%s: not refused", bad[i].what);
+        cr_assert_eq(d->e.done.n_failed, 1);
+        cr_assert_eq(d->e.done.provider_err & 0xffff, KVT_WC_REM_ACCESS_ERR, "%s", bad[i].what);
+        cr_assert_eq(NB.refused, i + 1, "%s: B's NIC counts it", bad[i].what);
+    }
+    /* win was granted to A.ep's link: another link of A does not know it */
+    alink o = a_link(20);
+    kvt_write other = {.local = rs, .local_off = 0, .remote = win.region, .remote_off = 4 * BLK, .len = 16,
+                       .key = win.key};
+    uint32_t posted = wr_n;
+    cr_assert_eq(kvt_submit(A.t, o.ep, o.pb, &other, 1, 91, 0), KV_ERANGE, "another link's grant");
+    cr_assert_eq(wr_n, posted, "nothing posted");
+    for (uint32_t k = 0; k < sizeof dst_buf; k++) cr_assert_eq(dst_buf[k], 0xA5, "byte %u was written", k);
+    cr_assert_eq(NA.refused, 0);
+
+    /* the honest WRITE: the whole window, on A.ep's link */
+    kvt_write ok = {.local = rs, .local_off = 0, .remote = win.region, .remote_off = 4 * BLK, .len = 2 * BLK,
+                    .key = win.key};
+    cr_assert_eq(kvt_submit(A.t, A.ep, pb, &ok, 1, 92, 0), KV_OK);
+    PUMP_UNTIL(done_of(92) != NULL);
+    cr_assert_eq(done_of(92)->e.done.status, KV_OK);
+    cr_assert(memcmp(dst_buf + BLK + 4 * BLK, src, 2 * BLK) == 0);
+    for (uint32_t k = 0; k < sizeof dst_buf; k++)
+        if (k < 5 * BLK || k >= 7 * BLK) cr_assert_eq(dst_buf[k], 0xA5, "byte %u outside the window", k);
+    cr_assert_eq(NB.refused, nb, "the honest write is not counted");
 }
 
 /* ---- through kvp_net, as kvnode runs it -------------------------------------------- */
@@ -437,19 +572,34 @@ typedef struct net_side { kvp_net *net; kvt *t; kvt_ep ep; kvt_addr addr; uint32
 static kvp_env pe;
 static kvp_rt *rt;
 static net_side NP, ND;
-static _Atomic uint32_t done_ok, done_other;
+static _Atomic uint32_t done_ok, done_other, p_ctrl, d_ctrl;
+static _Atomic uint32_t d_peer; /* D's peer id of P, from P's hello */
 
 static void sender_fn(void *self, const kv_msg *m) {
     (void)self;
     if (m->kind != KVT_MSG_EVENT) return;
     const kvt_event *ev = m->payload;
+    if (ev->kind == KVT_EV_CTRL) atomic_fetch_add(&p_ctrl, 1);
     if (ev->kind != KVT_EV_DONE) return;
     if (ev->done.status == KV_OK && ev->done.n_ok == 8) atomic_fetch_add(&done_ok, 1);
     else atomic_fetch_add(&done_other, 1);
 }
 static void sink_fn(void *self, const kv_msg *m) {
     (void)self;
-    (void)m;
+    if (m->kind != KVT_MSG_EVENT) return;
+    const kvt_event *ev = m->payload;
+    if (ev->kind != KVT_EV_CTRL) return;
+    atomic_store(&d_peer, ev->peer);
+    atomic_fetch_add(&d_ctrl, 1);
+}
+
+static void wait_for(_Atomic uint32_t *v, uint32_t want, const char *what) {
+    uint64_t t0 = mono();
+    while (atomic_load(v) < want) {
+        cr_assert_lt(mono() - t0, WAIT_NS, "timed out waiting: %s", what);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 static void net_side_new(net_side *s, const kvt_rdma_verbs *v, const char *name, kv_actor_fn fn) {
@@ -477,7 +627,10 @@ static void *nic_main(void *arg) {
     return NULL;
 }
 
-Test(rdma_kvt, through_kvp_net_submit_waits_out_setup) {
+/* P's hello reaches D once the link is set up (it follows the set-up on the
+ * ctrl link); D grants its region to that peer and says so; P's writes
+ * through the grant land, from kvp_net's progress thread. */
+Test(rdma_kvt, through_kvp_net_writes_through_a_grant) {
     kvp_env_cfg ec = {.seed = 1, .level = KV_LOG_ERROR, .tag = "rdma-net"};
     cr_assert_eq(kvp_env_init(&pe, &ec), KV_OK);
     kvp_rt_cfg rc = {.proc = 0, .abi = 1};
@@ -491,6 +644,8 @@ Test(rdma_kvt, through_kvp_net_submit_waits_out_setup) {
     cr_assert_eq(kvt_reg(ND.t, dmem, sizeof dmem, KVT_MEM_HOST, &dr), KV_OK);
     atomic_store(&done_ok, 0);
     atomic_store(&done_other, 0);
+    atomic_store(&p_ctrl, 0);
+    atomic_store(&d_ctrl, 0);
     atomic_store(&nic_quit, false);
     pthread_t nic_th;
     cr_assert_eq(pthread_create(&nic_th, NULL, nic_main, NULL), 0);
@@ -499,10 +654,17 @@ Test(rdma_kvt, through_kvp_net_submit_waits_out_setup) {
     cr_assert_eq(kvp_net_start(ND.net), KV_OK);
     kvt_peer pd;
     cr_assert_eq(kvt_connect(NP.t, NP.ep, &ND.addr, &pd), KV_OK);
+    cr_assert_eq(kvt_send_ctrl(NP.t, NP.ep, pd, "KVhello", 7), KV_OK);
+    wait_for(&d_ctrl, 1, "P's hello at D");
+    uint32_t gid;
+    kvt_desc g;
+    cr_assert_eq(kvt_grant(ND.t, dr, ND.ep, atomic_load(&d_peer), 0, sizeof dmem, &gid, &g), KV_OK);
+    cr_assert_eq(kvt_send_ctrl(ND.t, ND.ep, atomic_load(&d_peer), "KVgranted", 9), KV_OK); /* after the grant's announcement */
+    wait_for(&p_ctrl, 1, "D's answer at P");
     kvt_write w[8];
     for (uint32_t i = 0; i < 8; i++)
-        w[i] = (kvt_write){.local = pr, .local_off = i * BLK, .remote = dr, .remote_off = (7 - i) * BLK, .len = BLK};
-    /* issued right after connect: the wrapper waits for the set-up instead of failing */
+        w[i] = (kvt_write){.local = pr, .local_off = i * BLK, .remote = g.region, .remote_off = (7 - i) * BLK,
+                           .len = BLK, .key = g.key};
     for (uint32_t k = 0; k < 20; k++) cr_assert_eq(kvt_submit(NP.t, NP.ep, pd, w, 8, k, 0), KV_OK);
     uint64_t t0 = mono();
     while (atomic_load(&done_ok) + atomic_load(&done_other) < 20) {
@@ -512,6 +674,7 @@ Test(rdma_kvt, through_kvp_net_submit_waits_out_setup) {
     }
     cr_assert_eq(atomic_load(&done_ok), 20);
     for (uint32_t i = 0; i < 8; i++) cr_assert(memcmp(dmem + (7 - i) * BLK, pmem + i * BLK, BLK) == 0);
+    cr_assert_eq(kvt_revoke(ND.t, gid), KV_OK);
     kvp_net_stop(NP.net);
     kvp_net_stop(ND.net);
     kvp_rt_stop(rt);

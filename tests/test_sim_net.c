@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "sim/sim_net.h"
+#include "transport/regions.h"
 #include "tests/support/test_env.h"
 
 #define EV_MAX 4096u
@@ -122,6 +123,7 @@ static uint32_t count_kind(uint32_t kind) {
 }
 
 typedef struct link {
+    uint32_t node[2];
     kvt_ep ep[2];
     kvt_addr addr[2];
     kvt_peer peer; /* ep[0] -> ep[1] */
@@ -129,15 +131,40 @@ typedef struct link {
 
 /* Open one ep on node a (owner 100+a) and one on b (owner 200+b); connect a->b. */
 static link make_link(uint32_t a, uint32_t b) {
-    link l;
+    link l = {.node = {a, b}};
     cr_assert_eq(kvt_ep_open(T(a), 100 + a, &l.ep[0], &l.addr[0]), KV_OK);
     cr_assert_eq(kvt_ep_open(T(b), 200 + b, &l.ep[1], &l.addr[1]), KV_OK);
     cr_assert_eq(kvt_connect(T(a), l.ep[0], &l.addr[1], &l.peer), KV_OK);
     return l;
 }
 
-static kvt_write W(kvt_region lr, uint64_t lo, kvt_region rr, uint64_t ro, uint32_t len) {
-    return (kvt_write){.local = lr, .local_off = lo, .remote = rr, .remote_off = ro, .len = len};
+/* A region on the far side of a link is never writable as such: the far
+ * node grants [off, off + len) of r to the link's writer (its peer id for
+ * ep[0], made by connecting back), and the writer names the grant's id and
+ * presents its key (transport.h, "write capabilities"). */
+static kvt_desc grant_on(uint32_t node, kvt_ep ep, const kvt_addr *writer, kvt_region r, uint64_t off,
+                         uint64_t len, uint32_t *out_id) {
+    kvt_peer p;
+    cr_assert_eq(kvt_connect(T(node), ep, writer, &p), KV_OK);
+    kvt_desc d;
+    uint32_t id;
+    cr_assert_eq(kvt_grant(T(node), r, ep, p, off, len, &id, &d), KV_OK);
+    cr_assert_eq(d.region, id);
+    cr_assert_eq(d.len, off + len);
+    cr_assert(d.key.w[0] | d.key.w[1], "a grant's key is never zero");
+    if (out_id) *out_id = id;
+    return d;
+}
+
+/* All of r (len bytes, on the link's far node) granted to the link's writer. */
+static kvt_desc grant_link(const link *l, kvt_region r, uint64_t len) {
+    return grant_on(l->node[1], l->ep[1], &l->addr[0], r, 0, len, NULL);
+}
+
+/* A WRITE through grant g (its id and key). */
+static kvt_write W(kvt_region lr, uint64_t lo, const kvt_desc *g, uint64_t ro, uint32_t len) {
+    return (kvt_write){.local = lr, .local_off = lo, .remote = g->region, .remote_off = ro, .len = len,
+                       .key = g->key};
 }
 
 /* ---- basics ---- */
@@ -227,7 +254,8 @@ Test(sim_net, write_delivered_and_bytes_copied, .fini = teardown_net) {
     kvt_region rs, rd;
     cr_assert_eq(kvt_reg(T(0), src, sizeof src, KVT_MEM_HOST, &rs), KV_OK);
     cr_assert_eq(kvt_reg(T(1), dst, sizeof dst, KVT_MEM_HOST, &rd), KV_OK);
-    kvt_write w[2] = {W(rs, 0, rd, 100, 50), W(rs, 200, rd, 0, 56)};
+    kvt_desc gd = grant_link(&l, rd, sizeof dst);
+    kvt_write w[2] = {W(rs, 0, &gd, 100, 50), W(rs, 200, &gd, 0, 56)};
     cr_assert_eq(kvt_submit(T(0), l.ep[0], l.peer, w, 2, 42, 0), KV_OK);
     cr_expect_eq(sim_net_next_due(net), 1500);
     cr_expect_eq(pump(), 0, "nothing due yet");
@@ -257,6 +285,8 @@ Test(sim_net, write_delivered_and_bytes_copied, .fini = teardown_net) {
     cr_expect_eq(s.writes, 2);
     cr_expect_eq(s.bytes, 106);
     cr_expect_eq(s.range_errors, 0);
+    cr_expect_eq(s.grant_refused + s.grant_violations, 0);
+    cr_expect_not(sim_net_grant_violation_get(net, NULL));
     cr_expect_eq(sim_net_next_due(net), UINT64_MAX);
 }
 
@@ -272,7 +302,8 @@ Test(sim_net, bandwidth_term_adds_latency, .fini = teardown_net) {
     kvt_region rs, rd;
     cr_assert_eq(kvt_reg(T(0), src, sizeof src, KVT_MEM_HOST, &rs), KV_OK);
     cr_assert_eq(kvt_reg(T(1), dst, sizeof dst, KVT_MEM_HOST, &rd), KV_OK);
-    kvt_write w = W(rs, 0, rd, 0, 2048 + 512);
+    kvt_desc gd = grant_link(&l, rd, sizeof dst);
+    kvt_write w = W(rs, 0, &gd, 0, 2048 + 512);
     cr_assert_eq(kvt_submit(T(0), l.ep[0], l.peer, &w, 1, 1, 0), KV_OK);
     cr_expect_eq(sim_net_next_due(net), 100 + 2500);
 }
@@ -286,12 +317,13 @@ Test(sim_net, rejected_submit_gives_no_completion, .fini = teardown_net) {
     kvt_region rs, rd;
     cr_assert_eq(kvt_reg(T(0), src, sizeof src, KVT_MEM_HOST, &rs), KV_OK);
     cr_assert_eq(kvt_reg(T(1), dst, sizeof dst, KVT_MEM_HOST, &rd), KV_OK);
+    kvt_desc gd = grant_link(&l, rd, sizeof dst);
     static kvt_write many[KVT_BATCH_WRITES_MAX + 1];
-    for (uint32_t i = 0; i <= KVT_BATCH_WRITES_MAX; i++) many[i] = W(rs, 0, rd, 0, 1);
-    kvt_write bad_region = W(rs + 7, 0, rd, 0, 4);
-    kvt_write bad_off = W(rs, 61, rd, 0, 4);
-    kvt_write bad_wrap = W(rs, UINT64_MAX - 1, rd, 0, 4);
-    kvt_write ok = W(rs, 0, rd, 0, 4);
+    for (uint32_t i = 0; i <= KVT_BATCH_WRITES_MAX; i++) many[i] = W(rs, 0, &gd, 0, 1);
+    kvt_write bad_region = W(rs + 7, 0, &gd, 0, 4);
+    kvt_write bad_off = W(rs, 61, &gd, 0, 4);
+    kvt_write bad_wrap = W(rs, UINT64_MAX - 1, &gd, 0, 4);
+    kvt_write ok = W(rs, 0, &gd, 0, 4);
     kvt_write mixed[2] = {ok, bad_off};
     cr_expect_eq(kvt_submit(T(0), l.ep[0], l.peer, many, 0, 1, 0), KV_EINVAL);
     cr_expect_eq(kvt_submit(T(0), l.ep[0], l.peer, many, KVT_BATCH_WRITES_MAX + 1, 2, 0), KV_EINVAL);
@@ -363,15 +395,19 @@ Test(sim_net, out_of_range_remote_never_touches_guard_bytes, .fini = teardown_ne
     kvt_region rs, rd;
     cr_assert_eq(kvt_reg(T(0), src, sizeof src, KVT_MEM_HOST, &rs), KV_OK);
     cr_assert_eq(kvt_reg(T(1), region, 32, KVT_MEM_HOST, &rd), KV_OK);
+    kvt_desc gd = grant_link(&l, rd, 32); /* the whole region */
+    kvt_desc far = gd, next = gd;
+    far.region += 9;  /* no such grant */
+    next.region += 1; /* the next id: not granted on node 1 */
     kvt_write w[] = {
-        W(rs, 0, rd, 0, 8),                  /* ok */
-        W(rs, 0, rd, 30, 4),                 /* crosses the end */
-        W(rs, 0, rd, 32, 1),                 /* just past */
-        W(rs, 0, rd, UINT64_MAX - 1, 4),     /* off + len wraps */
-        W(rs, 0, rd, 0, 33),                 /* longer than the region */
-        W(rs, 0, rd + 9, 0, 4),              /* no such remote region */
-        W(rs, 0, rd + 1, 0, 4),              /* the next id: not registered on node 1 */
-        W(rs, 0, rd, 24, 8),                 /* ok: ends exactly at the end */
+        W(rs, 0, &gd, 0, 8),                 /* ok */
+        W(rs, 0, &gd, 30, 4),                /* crosses the end */
+        W(rs, 0, &gd, 32, 1),                /* just past */
+        W(rs, 0, &gd, UINT64_MAX - 1, 4),    /* off + len wraps */
+        W(rs, 0, &gd, 0, 33),                /* longer than the region */
+        W(rs, 0, &far, 0, 4),                /* no such grant */
+        W(rs, 0, &next, 0, 4),               /* the next id: not granted on node 1 */
+        W(rs, 0, &gd, 24, 8),                /* ok: ends exactly at the end */
     };
     uint32_t n = sizeof w / sizeof w[0];
     cr_assert_eq(kvt_submit(T(0), l.ep[0], l.peer, w, n, 5, 0), KV_OK);
@@ -394,6 +430,16 @@ Test(sim_net, out_of_range_remote_never_touches_guard_bytes, .fini = teardown_ne
     sim_net_stats_get(net, &s);
     cr_expect_eq(s.range_errors, n - 2);
     cr_expect_eq(s.writes, 2);
+    cr_expect_eq(s.grant_violations, 4, "outside the window: %llu", (unsigned long long)s.grant_violations);
+    cr_expect_eq(s.grant_refused, 2, "no such grant: %llu", (unsigned long long)s.grant_refused);
+    sim_net_grant_violation v;
+    cr_assert(sim_net_grant_violation_get(net, &v));
+    cr_expect_eq(v.verdict, KVT_GRANT_OUTSIDE);
+    cr_expect_eq(v.src, 0);
+    cr_expect_eq(v.dst, 1);
+    cr_expect_eq(v.grant, gd.region);
+    cr_expect_eq(v.off, 30, "the first violation is kept");
+    cr_expect_eq(v.len, 4);
 }
 
 Test(sim_net, dereg_before_delivery_fails_entry, .fini = teardown_net) {
@@ -404,44 +450,134 @@ Test(sim_net, dereg_before_delivery_fails_entry, .fini = teardown_net) {
     kvt_region rs, rd;
     cr_assert_eq(kvt_reg(T(0), src, sizeof src, KVT_MEM_HOST, &rs), KV_OK);
     cr_assert_eq(kvt_reg(T(1), dst, sizeof dst, KVT_MEM_HOST, &rd), KV_OK);
-    kvt_write w = W(rs, 0, rd, 0, 16);
+    kvt_desc gd = grant_link(&l, rd, sizeof dst);
+    kvt_write w = W(rs, 0, &gd, 0, 16);
     cr_assert_eq(kvt_submit(T(0), l.ep[0], l.peer, &w, 1, 1, 0), KV_OK);
-    cr_assert_eq(kvt_dereg(T(1), rd), KV_OK);
+    cr_assert_eq(kvt_dereg(T(1), rd), KV_OK); /* revokes its grants */
+    cr_expect_eq(kvt_revoke(T(1), gd.region), KV_ENOENT, "the dereg revoked the grant");
     run_all();
     const kvt_event *e = find_done(1);
     cr_assert_not_null(e);
     cr_expect_eq(e->done.status, KV_ERANGE);
     cr_expect_eq(e->done.n_failed, 1);
     cr_expect_eq(dst[0], 0);
+    sim_net_stats s;
+    sim_net_stats_get(net, &s);
+    cr_expect_eq(s.grant_refused, 1, "a late write: refused, not a violation");
+    cr_expect_eq(s.grant_violations, 0);
 }
 
-/* A grant (a second registration of the same memory) revoked before the
- * WRITE to it arrives: the entry fails; the first registration still
- * takes writes. */
-Test(sim_net, revoked_grant_fails_in_flight_base_region_still_works, .fini = teardown_net) {
+/* A grant revoked before the WRITE through it arrives: the entry fails
+ * (counted as refused, not as a violation); a second grant over the same
+ * memory still takes writes. */
+Test(sim_net, revoked_grant_fails_in_flight_other_grant_still_works, .fini = teardown_net) {
     setup_net(2, 100, 100, 1, NULL, 0);
     link l = make_link(0, 1);
     static uint8_t src[16], dst[16];
     memset(src, 1, sizeof src);
     memset(dst, 0, sizeof dst);
-    kvt_region rs, rd, g;
+    kvt_region rs, rd;
     cr_assert_eq(kvt_reg(T(0), src, sizeof src, KVT_MEM_HOST, &rs), KV_OK);
     cr_assert_eq(kvt_reg(T(1), dst, sizeof dst, KVT_MEM_HOST, &rd), KV_OK);
-    cr_assert_eq(kvt_reg(T(1), dst, sizeof dst, KVT_MEM_HOST, &g), KV_OK);
-    cr_assert_neq(g, rd);
-    kvt_write w = W(rs, 0, g, 0, 16);
+    kvt_desc keep = grant_link(&l, rd, sizeof dst);
+    kvt_desc g = grant_link(&l, rd, sizeof dst);
+    cr_assert_neq(g.region, keep.region);
+    cr_expect(g.key.w[0] != keep.key.w[0] || g.key.w[1] != keep.key.w[1], "each grant has its own key");
+    kvt_write w = W(rs, 0, &g, 0, 16);
     cr_assert_eq(kvt_submit(T(0), l.ep[0], l.peer, &w, 1, 1, 0), KV_OK);
-    cr_assert_eq(kvt_dereg(T(1), g), KV_OK);
+    cr_assert_eq(kvt_revoke(T(1), g.region), KV_OK);
+    cr_expect_eq(kvt_revoke(T(1), g.region), KV_ENOENT);
     run_all();
     cr_assert_not_null(find_done(1));
     cr_expect_eq(find_done(1)->done.status, KV_ERANGE);
     cr_expect_eq(dst[0], 0);
-    w = W(rs, 0, rd, 0, 16);
+    w = W(rs, 0, &keep, 0, 16);
     cr_assert_eq(kvt_submit(T(0), l.ep[0], l.peer, &w, 1, 2, 0), KV_OK);
     run_all();
     cr_assert_not_null(find_done(2));
     cr_expect_eq(find_done(2)->done.status, KV_OK);
     cr_expect_eq(dst[15], 1);
+    sim_net_stats s;
+    sim_net_stats_get(net, &s);
+    cr_expect_eq(s.grant_refused, 1);
+    cr_expect_eq(s.grant_violations, 0);
+    cr_expect_eq(s.writes, 1);
+}
+
+/* A writer with no key, a wrong key, another writer's grant, outside its
+ * window or through a revoked grant: each entry is refused at delivery (the
+ * batch completes once, KV_ERANGE), counted (violations apart from late
+ * writes), the first violation kept for the checker; not a byte of the
+ * destination moves outside what honest writes put there. */
+Test(sim_net, grants_refuse_no_key_wrong_key_other_peer_outside_revoked, .fini = teardown_net) {
+    setup_net(3, 100, 100, 1, NULL, 0);
+    link l = make_link(0, 1); /* the writer under test */
+    link o = make_link(2, 1); /* another writer to the same node */
+    static uint8_t src[64], src2[64], dst[64];
+    memset(src, 0xA1, sizeof src);
+    memset(src2, 0xC2, sizeof src2);
+    memset(dst, 0, sizeof dst);
+    kvt_region rs, rs2, rd;
+    cr_assert_eq(kvt_reg(T(0), src, sizeof src, KVT_MEM_HOST, &rs), KV_OK);
+    cr_assert_eq(kvt_reg(T(2), src2, sizeof src2, KVT_MEM_HOST, &rs2), KV_OK);
+    cr_assert_eq(kvt_reg(T(1), dst, sizeof dst, KVT_MEM_HOST, &rd), KV_OK);
+    kvt_desc wd = grant_on(1, l.ep[1], &l.addr[0], rd, 16, 16, NULL); /* [16, 32) to node 0 */
+    kvt_desc od = grant_on(1, o.ep[1], &o.addr[0], rd, 0, sizeof dst, NULL); /* all, to node 2 */
+    kvt_desc rv = grant_link(&l, rd, sizeof dst);
+    cr_assert_eq(wd.len, 32, "a grant's desc.len is the end of its window");
+    cr_assert_eq(kvt_revoke(T(1), rv.region), KV_OK);
+    kvt_desc nokey = wd, badkey = wd;
+    nokey.key = (kvt_key){{0, 0}};
+    badkey.key = od.key;
+    kvt_write w[] = {
+        W(rs, 0, &nokey, 16, 8), /* no key */
+        W(rs, 0, &badkey, 16, 8), /* another grant's key */
+        W(rs, 0, &od, 40, 8),    /* the right key, granted to another peer */
+        W(rs, 0, &wd, 8, 8),     /* before the window */
+        W(rs, 0, &wd, 28, 8),    /* crosses the window's end */
+        W(rs, 0, &rv, 0, 8),     /* revoked */
+        W(rs, 0, &wd, 16, 16),   /* honest: the whole window */
+    };
+    uint32_t n = sizeof w / sizeof w[0];
+    cr_assert_eq(kvt_submit(T(0), l.ep[0], l.peer, w, n, 1, 0), KV_OK);
+    kvt_write ok2 = W(rs2, 0, &od, 40, 8); /* node 2's honest write through its own grant */
+    cr_assert_eq(kvt_submit(T(2), o.ep[0], o.peer, &ok2, 1, 2, 0), KV_OK);
+    run_all();
+    cr_assert_eq(count_done(1), 1);
+    const kvt_event *e = find_done(1);
+    cr_expect_eq(e->done.status, KV_ERANGE);
+    cr_expect_eq(e->done.n_ok, 1);
+    cr_expect_eq(e->done.n_failed, n - 1);
+    cr_assert_eq(count_done(2), 1);
+    cr_expect_eq(find_done(2)->done.status, KV_OK);
+    for (int i = 0; i < 64; i++) {
+        uint8_t want = (i >= 16 && i < 32) ? 0xA1 : (i >= 40 && i < 48) ? 0xC2 : 0;
+        cr_assert_eq(dst[i], want, "byte %d: %u", i, dst[i]);
+    }
+    sim_net_stats s;
+    sim_net_stats_get(net, &s);
+    cr_expect_eq(s.grant_violations, 5);
+    cr_expect_eq(s.grant_refused, 1, "the revoked one: a late write");
+    cr_expect_eq(s.range_errors, n - 1);
+    cr_expect_eq(s.writes, 2);
+    sim_net_grant_violation v;
+    cr_assert(sim_net_grant_violation_get(net, &v));
+    cr_expect_eq(v.verdict, KVT_GRANT_BAD_KEY, "the first: no key");
+    cr_expect_eq(v.src, 0);
+    cr_expect_eq(v.dst, 1);
+    cr_expect_eq(v.grant, wd.region);
+    cr_expect_eq(v.off, 16);
+    cr_expect_eq(v.len, 8);
+    /* grant's own refusals: unknown region, endpoint or peer; an empty or
+     * out-of-range window */
+    uint32_t id;
+    kvt_desc x;
+    cr_expect_eq(kvt_grant(T(1), rd + 9, l.ep[1], 0, 0, 8, &id, &x), KV_ENOENT);
+    cr_expect_eq(kvt_grant(T(1), rd, l.ep[1] + 3, 0, 0, 8, &id, &x), KV_ENOENT);
+    cr_expect_eq(kvt_grant(T(1), rd, l.ep[1], 17, 0, 8, &id, &x), KV_ENOENT);
+    cr_expect_eq(kvt_grant(T(1), rd, l.ep[1], 0, 0, 0, &id, &x), KV_ERANGE);
+    cr_expect_eq(kvt_grant(T(1), rd, l.ep[1], 0, 60, 8, &id, &x), KV_ERANGE);
+    cr_expect_eq(kvt_grant(T(1), rd, l.ep[1], 0, UINT64_MAX - 1, 4, &id, &x), KV_ERANGE);
 }
 
 /* ---- deadlines and faults ---- */
@@ -454,7 +590,8 @@ Test(sim_net, deadline_timeout_never_applies_later, .fini = teardown_net) {
     kvt_region rs, rd;
     cr_assert_eq(kvt_reg(T(0), src, sizeof src, KVT_MEM_HOST, &rs), KV_OK);
     cr_assert_eq(kvt_reg(T(1), dst, sizeof dst, KVT_MEM_HOST, &rd), KV_OK);
-    kvt_write w = W(rs, 0, rd, 0, 16);
+    kvt_desc gd = grant_link(&l, rd, sizeof dst);
+    kvt_write w = W(rs, 0, &gd, 0, 16);
     cr_assert_eq(kvt_submit(T(0), l.ep[0], l.peer, &w, 1, 1, 1500), KV_OK); /* arrives 2000 */
     cr_assert_eq(kvt_submit(T(0), l.ep[0], l.peer, &w, 1, 2, 2000), KV_OK); /* deadline == arrival */
     cr_assert_eq(kvt_submit(T(0), l.ep[0], l.peer, &w, 1, 3, 500), KV_OK);  /* already past */
@@ -493,7 +630,8 @@ Test(sim_net, batch_fault_fails_entries_once, .fini = teardown_net) {
     kvt_region rs, rd;
     cr_assert_eq(kvt_reg(T(0), src, sizeof src, KVT_MEM_HOST, &rs), KV_OK);
     cr_assert_eq(kvt_reg(T(1), dst, sizeof dst, KVT_MEM_HOST, &rd), KV_OK);
-    kvt_write w[3] = {W(rs, 0, rd, 0, 8), W(rs, 8, rd, 8, 8), W(rs, 16, rd, 16, 8)};
+    kvt_desc gd = grant_link(&l, rd, sizeof dst);
+    kvt_write w[3] = {W(rs, 0, &gd, 0, 8), W(rs, 8, &gd, 8, 8), W(rs, 16, &gd, 16, 8)};
     sim_net_fault_batch(net, 1, -77, 1); /* a different node: no effect on node 0 */
     sim_net_fault_batch(net, 0, -5, 1);
     cr_assert_eq(kvt_submit(T(0), l.ep[0], l.peer, w, 3, 1, 0), KV_OK);
@@ -671,7 +809,8 @@ Test(sim_net, reset_drops_in_flight_and_sends_peer_down, .fini = teardown_net) {
     cr_assert_eq(n_log, 1);
     kvt_peer rev = log_[0].e.peer;
     n_log = 0;
-    kvt_write wb = W(rs, 0, rb, 0, 16), wc = W(rs, 0, rc, 0, 16);
+    kvt_desc gb = grant_link(&ab, rb, sizeof db), gc = grant_link(&ac, rc, sizeof dc);
+    kvt_write wb = W(rs, 0, &gb, 0, 16), wc = W(rs, 0, &gc, 0, 16);
     cr_assert_eq(kvt_submit(T(0), ab.ep[0], ab.peer, &wb, 1, 1, 0), KV_OK);
     cr_assert_eq(kvt_submit(T(0), ac.ep[0], ac.peer, &wc, 1, 2, 0), KV_OK);
     cr_assert_eq(kvt_send_ctrl(T(0), ab.ep[0], ab.peer, "lost", 4), KV_OK);
@@ -723,7 +862,8 @@ Test(sim_net, crash_and_restart, .fini = teardown_net) {
     cr_assert_eq(kvt_reg(T(0), a, sizeof a, KVT_MEM_HOST, &ra), KV_OK);
     cr_assert_eq(kvt_reg(T(1), b, sizeof b, KVT_MEM_HOST, &rb), KV_OK);
     cr_assert_eq(kvt_reg(T(2), c, sizeof c, KVT_MEM_HOST, &rc), KV_OK);
-    kvt_write to_b = W(ra, 0, rb, 0, 4), to_a = W(rb, 0, ra, 8, 4);
+    kvt_desc gb = grant_link(&ab, rb, sizeof b), ga = grant_link(&ba, ra, sizeof a);
+    kvt_write to_b = W(ra, 0, &gb, 0, 4), to_a = W(rb, 0, &ga, 8, 4);
     cr_assert_eq(kvt_submit(T(0), ab.ep[0], ab.peer, &to_b, 1, 1, 0), KV_OK);
     cr_assert_eq(kvt_submit(T(1), ba.ep[0], ba.peer, &to_a, 1, 2, 0), KV_OK);
     cr_assert_eq(kvt_send_ctrl(T(1), ba.ep[0], ba.peer, "gone", 4), KV_OK);
@@ -742,9 +882,11 @@ Test(sim_net, crash_and_restart, .fini = teardown_net) {
         const kvt_event *e = &log_[i].e;
         if (e->kind != KVT_EV_PEER_DOWN) continue;
         downs++;
-        cr_expect(e->owner == 100 || e->owner == 102, "PEER_DOWN to a survivor only (owner %u)", e->owner);
+        cr_expect(e->owner == 100 || e->owner == 102 || e->owner == 200, "PEER_DOWN to a survivor only (owner %u)",
+                  e->owner);
     }
-    cr_expect_eq(downs, 2, "node 0's ab ep and node 2's ep");
+    /* node 0's ba ep is connected to node 1 too: it granted node 1's writer */
+    cr_expect_eq(downs, 3, "node 0's ab and ba eps and node 2's ep");
     /* while crashed: everything from or to node 1 fails fast */
     kvt_ep e;
     kvt_addr ad;
@@ -756,16 +898,19 @@ Test(sim_net, crash_and_restart, .fini = teardown_net) {
     cr_expect_eq(kvt_connect(T(0), ab.ep[0], &ab.addr[1], &ab.peer), KV_ECONNRESET);
     run_all();
     cr_expect_eq(count_done(3), 0);
-    /* restart: regions and endpoints were forgotten; re-register */
+    /* restart: regions, grants and endpoints were forgotten; re-register */
     sim_net_fault_restart(net, 1);
     cr_expect_eq(kvt_export_desc(T(1), rb, &(kvt_desc){0}), KV_ENOENT);
+    cr_expect_eq(kvt_revoke(T(1), gb.region), KV_ENOENT, "a crash revokes the node's grants");
     cr_assert_eq(kvt_reg(T(1), b, sizeof b, KVT_MEM_HOST, &r), KV_OK);
     cr_expect_neq(r, rb, "a stale region id must not alias the new region");
     cr_assert_eq(kvt_ep_open(T(1), 201, &e, &ad), KV_OK);
     kvt_peer np;
     cr_assert_eq(kvt_connect(T(0), ab.ep[0], &ad, &np), KV_OK);
+    kvt_desc gr = grant_on(1, e, &ab.addr[0], r, 0, sizeof b, NULL);
+    cr_expect_neq(gr.region, gb.region, "a stale grant id must not alias the new grant");
     n_log = 0;
-    kvt_write stale = W(ra, 0, rb, 0, 4), fresh = W(ra, 0, r, 0, 4);
+    kvt_write stale = W(ra, 0, &gb, 0, 4), fresh = W(ra, 0, &gr, 0, 4);
     cr_assert_eq(kvt_submit(T(0), ab.ep[0], np, &stale, 1, 4, 0), KV_OK);
     cr_assert_eq(kvt_submit(T(0), ab.ep[0], np, &fresh, 1, 5, 0), KV_OK);
     run_all();
@@ -782,7 +927,8 @@ Test(sim_net, quick_restart_never_sees_old_traffic, .fini = teardown_net) {
     kvt_region ra, rb;
     cr_assert_eq(kvt_reg(T(0), a, sizeof a, KVT_MEM_HOST, &ra), KV_OK);
     cr_assert_eq(kvt_reg(T(1), b, sizeof b, KVT_MEM_HOST, &rb), KV_OK);
-    kvt_write w = W(rb, 0, ra, 0, 16);
+    kvt_desc ga = grant_link(&ba, ra, sizeof a);
+    kvt_write w = W(rb, 0, &ga, 0, 16);
     cr_assert_eq(kvt_submit(T(1), ba.ep[0], ba.peer, &w, 1, 1, 0), KV_OK);
     cr_assert_eq(kvt_send_ctrl(T(1), ba.ep[0], ba.peer, "old", 3), KV_OK);
     te.now_ns += 10;
@@ -820,6 +966,13 @@ Test(sim_net, exactly_one_completion_under_every_outcome, .fini = teardown_net) 
     }
     for (uint32_t n = 0; n < 4; n++)
         for (uint32_t m = 0; m < 4; m++) cr_assert_eq(kvt_connect(T(n), ep[n], &ad[m], &peer[n][m]), KV_OK);
+    /* node m's region, granted whole to node n's writer */
+    static kvt_desc grant[4][4];
+    for (uint32_t m = 0; m < 4; m++)
+        for (uint32_t n = 0; n < 4; n++) {
+            uint32_t id;
+            cr_assert_eq(kvt_grant(T(m), reg[m], ep[m], peer[m][n], 0, sizeof mem[m], &id, &grant[m][n]), KV_OK);
+        }
     static uint8_t accepted[2000];
     static uint32_t src_of[2000];
     sim_choice drive;
@@ -829,7 +982,7 @@ Test(sim_net, exactly_one_completion_under_every_outcome, .fini = teardown_net) 
     for (uint32_t step = 0; step < 1500; step++) {
         uint32_t a = sim_choice_below(&drive, 3), b = sim_choice_below(&drive, 4);
         uint32_t what = sim_choice_below(&drive, 10);
-        kvt_write w = W(reg[a], sim_choice_below(&drive, 190), reg[b], sim_choice_below(&drive, 300),
+        kvt_write w = W(reg[a], sim_choice_below(&drive, 190), &grant[b][a], sim_choice_below(&drive, 300),
                         sim_choice_below(&drive, 64));
         uint64_t dl = what == 0 ? te.now_ns + sim_choice_below(&drive, 3000) : 0;
         if (what == 1) sim_net_fault_batch(net, a, -2, 1);
@@ -914,14 +1067,18 @@ static void scenario(uint64_t seed, const uint8_t *bytes, size_t len, trace *out
         cr_assert_eq(kvt_ep_open(T(n), n, &ep[n], &ad[n]), KV_OK);
     }
     kvt_peer p[3];
-    for (uint32_t s = 0; s < 3; s++) cr_assert_eq(kvt_connect(T(s), ep[s], &ad[3 + s], &p[s]), KV_OK);
+    kvt_desc g[3];
+    for (uint32_t s = 0; s < 3; s++) {
+        cr_assert_eq(kvt_connect(T(s), ep[s], &ad[3 + s], &p[s]), KV_OK);
+        g[s] = grant_on(3 + s, ep[3 + s], &ad[s], reg[3 + s], 0, sizeof mem[3 + s], NULL);
+    }
     for (uint32_t i = 0; i < 90; i++) {
         uint32_t s = i % 3;
         uint8_t m[4] = {(uint8_t)i, (uint8_t)s, 0, 0};
         if (i % 2) {
             cr_assert_eq(kvt_send_ctrl(T(s), ep[s], p[s], m, 4), KV_OK);
         } else {
-            kvt_write w = W(reg[s], 0, reg[3 + s], i, 8);
+            kvt_write w = W(reg[s], 0, &g[s], i, 8);
             cr_assert_eq(kvt_submit(T(s), ep[s], p[s], &w, 1, i, 0), KV_OK);
         }
         te.now_ns += 50;
@@ -968,7 +1125,9 @@ Test(sim_net, reset_returns_to_clean_state, .fini = teardown_net) {
     kvt_region rs, rd;
     cr_assert_eq(kvt_reg(T(0), src, sizeof src, KVT_MEM_HOST, &rs), KV_OK);
     cr_assert_eq(kvt_reg(T(1), dst, sizeof dst, KVT_MEM_HOST, &rd), KV_OK);
-    kvt_write w = W(rs, 0, rd, 0, 16);
+    uint32_t gid0;
+    kvt_desc gd = grant_on(1, l.ep[1], &l.addr[0], rd, 0, sizeof dst, &gid0);
+    kvt_write w = W(rs, 0, &gd, 0, 16);
     cr_assert_eq(kvt_submit(T(0), l.ep[0], l.peer, &w, 1, 1, 0), KV_OK);
     cr_assert_eq(kvt_send_ctrl(T(0), l.ep[0], l.peer, "abc", 3), KV_OK);
     te.now_ns += 2000;
@@ -983,7 +1142,11 @@ Test(sim_net, reset_returns_to_clean_state, .fini = teardown_net) {
     sim_net_reset(net, &ch2);
     sim_net_stats s;
     sim_net_stats_get(net, &s);
-    cr_expect_eq(s.batches + s.writes + s.bytes + s.ctrl_msgs + s.range_errors + s.timeouts + s.resets, 0);
+    cr_expect_eq(s.batches + s.writes + s.bytes + s.ctrl_msgs + s.range_errors + s.timeouts + s.resets +
+                     s.grant_refused + s.grant_violations,
+                 0);
+    cr_expect_not(sim_net_grant_violation_get(net, NULL));
+    cr_expect_eq(kvt_revoke(T(1), gid0), KV_ENOENT, "grants forgotten");
     cr_expect_eq(sim_net_next_due(net), UINT64_MAX, "no packets survive a reset");
     n_log = 0;
     run_until(te.now_ns + 10000000);
@@ -1002,7 +1165,11 @@ Test(sim_net, reset_returns_to_clean_state, .fini = teardown_net) {
     cr_expect_eq(r1, 1);
     sim_net_fault_batch(net, 0, -3, 1); /* re-armed on node 0, which does not submit */
     memset(dst, 0, sizeof dst);
-    kvt_write w2 = W(r0, 0, r1, 0, 16);
+    uint32_t gid1;
+    kvt_desc g1 = grant_on(1, m.ep[1], &m.addr[0], r1, 0, sizeof dst, &gid1);
+    cr_expect_eq(gid1, gid0, "grant ids restart");
+    cr_expect(g1.key.w[0] == gd.key.w[0] && g1.key.w[1] == gd.key.w[1], "grant keys restart (node 1's first)");
+    kvt_write w2 = W(r0, 0, &g1, 0, 16);
     uint64_t t0 = te.now_ns;
     cr_assert_eq(kvt_submit(T(2), m.ep[0], m.peer, &w2, 1, 4, 0), KV_OK);
     cr_expect_leq(sim_net_next_due(net), t0 + 900, "the delay fault was cleared");

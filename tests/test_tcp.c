@@ -182,6 +182,29 @@ Test(tcp, ctrl_ordered_1000) {
 static uint8_t src[64 * BLK];
 static uint8_t dst_buf[BLK + 64 * BLK + BLK]; /* guard | region | guard */
 
+/* B's grants to A (transport.h, "write capabilities"): B's regions are never
+ * writable as such; A writes through a grant bound to B's peer id for A. */
+static kvt_key GK;          /* the key of the last grant_a */
+static kvt_region RD_REG;   /* B's region under the grant regions() made */
+
+static kvt_desc grant_desc(kvt_region r, uint64_t off, uint64_t len, uint32_t *id) {
+    kvt_peer pa;
+    kvt_desc d;
+    cr_assert_eq(kvt_connect(B.t, B.ep, &A.addr, &pa), KV_OK);
+    cr_assert_eq(kvt_grant(B.t, r, B.ep, pa, off, len, id, &d), KV_OK);
+    cr_assert_eq(d.region, *id);
+    cr_assert_eq(d.len, off + len);
+    cr_assert(d.key.w[0] | d.key.w[1]);
+    return d;
+}
+
+static kvt_region grant_a(kvt_region r, uint64_t off, uint64_t len) {
+    uint32_t id;
+    kvt_desc d = grant_desc(r, off, len, &id);
+    GK = d.key;
+    return d.region;
+}
+
 static void regions(kvt_region *rs, kvt_region *rd) {
     for (uint32_t i = 0; i < sizeof src; i++) src[i] = (uint8_t)(i * 131u + (i >> 12));
     memset(dst_buf, 0xA5, sizeof dst_buf);
@@ -190,6 +213,9 @@ static void regions(kvt_region *rs, kvt_region *rd) {
     kvt_desc d;
     cr_assert_eq(kvt_export_desc(B.t, *rd, &d), KV_OK);
     cr_assert_eq(d.len, 64 * BLK);
+    cr_assert(!(d.key.w[0] | d.key.w[1]), "a plain region carries no key");
+    RD_REG = *rd;
+    *rd = grant_a(*rd, 0, 64 * BLK);
 }
 
 static bool guards_intact(void) {
@@ -205,7 +231,7 @@ Test(tcp, write_batch_lands_once) {
     cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
     kvt_write w[64];
     for (uint32_t i = 0; i < 64; i++) /* reversed order, varying lengths */
-        w[i] = (kvt_write){.local = rs, .local_off = (uint64_t)i * BLK, .remote = rd,
+        w[i] = (kvt_write){.local = rs, .local_off = (uint64_t)i * BLK, .remote = rd, .key = GK,
                            .remote_off = (uint64_t)(63 - i) * BLK, .len = BLK - (i % 7) * 100};
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, 64, 77, mono() + 5000000000ull), KV_OK);
     PUMP_UNTIL(count(&A, KVT_EV_DONE) == 1);
@@ -226,22 +252,25 @@ Test(tcp, write_batch_lands_once) {
     cr_assert_eq(count(&B, KVT_EV_DONE) + count(&B, KVT_EV_CTRL), 0, "no events on the target");
 }
 
-/* A grant (a second registration of B's memory) revoked while A's WRITE to
- * it is on the wire: the entry fails on B, nothing lands, and the same
- * memory stays writable through its first registration. */
+/* A second grant over B's memory revoked while A's WRITE through it is on
+ * the wire: the entry fails on B, nothing lands, and the same memory stays
+ * writable through the first grant. */
 Test(tcp, revoked_grant_fails_writes_in_flight) {
-    kvt_region rs, rd, g;
+    kvt_region rs, rd;
     kvt_peer pb;
+    uint32_t g;
     regions(&rs, &rd);
-    cr_assert_eq(kvt_reg(B.t, dst_buf + BLK, 64 * BLK, KVT_MEM_HOST, &g), KV_OK);
+    kvt_key k1 = GK;
+    kvt_desc gd = grant_desc(RD_REG, 0, 64 * BLK, &g);
     cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
     cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "hi", 2), KV_OK);
     PUMP_UNTIL(count(&B, KVT_EV_CTRL) == 1);
     B.polling = false;
-    kvt_write w = {.local = rs, .local_off = 0, .remote = g, .remote_off = 0, .len = BLK};
+    kvt_write w = {.local = rs, .local_off = 0, .remote = g, .remote_off = 0, .len = BLK, .key = gd.key};
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, &w, 1, 1, 0), KV_OK);
     pump_for_ms(20); /* on the wire, B not reading */
-    cr_assert_eq(kvt_dereg(B.t, g), KV_OK);
+    cr_assert_eq(kvt_revoke(B.t, g), KV_OK);
+    cr_assert_eq(kvt_revoke(B.t, g), KV_ENOENT, "revoked once");
     B.polling = true;
     PUMP_UNTIL(count(&A, KVT_EV_DONE) == 1);
     const rec *d = find(&A, KVT_EV_DONE);
@@ -250,6 +279,7 @@ Test(tcp, revoked_grant_fails_writes_in_flight) {
     for (uint32_t k = 0; k < 64 * BLK; k++) cr_assert_eq(dst_buf[BLK + k], 0xA5, "byte %u written", k);
     cr_assert_eq(count(&A, KVT_EV_PEER_DOWN) + count(&B, KVT_EV_PEER_DOWN), 0, "a revoke fails no connection");
     w.remote = rd;
+    w.key = k1;
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, &w, 1, 2, 0), KV_OK);
     PUMP_UNTIL(count(&A, KVT_EV_DONE) == 2);
     cr_assert_eq(A.r[A.n - 1].e.done.status, KV_OK);
@@ -263,11 +293,11 @@ Test(tcp, write_out_of_range_fails_entries) {
     regions(&rs, &rd);
     cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
     kvt_write w[5] = {
-        {.local = rs, .local_off = 0, .remote = rd, .remote_off = 0, .len = 100},                /* ok */
+        {.local = rs, .local_off = 0, .remote = rd, .key = GK, .remote_off = 0, .len = 100},                /* ok */
         {.local = rs, .local_off = 0, .remote = 999, .remote_off = 0, .len = 100},               /* no region */
-        {.local = rs, .local_off = 0, .remote = rd, .remote_off = 64 * BLK - 10, .len = 100},    /* past end */
-        {.local = rs, .local_off = 0, .remote = rd, .remote_off = UINT64_MAX - 10, .len = 100},  /* overflow */
-        {.local = rs, .local_off = 0, .remote = rd, .remote_off = 64 * BLK, .len = 1},           /* at end */
+        {.local = rs, .local_off = 0, .remote = rd, .key = GK, .remote_off = 64 * BLK - 10, .len = 100},    /* past end */
+        {.local = rs, .local_off = 0, .remote = rd, .key = GK, .remote_off = UINT64_MAX - 10, .len = 100},  /* overflow */
+        {.local = rs, .local_off = 0, .remote = rd, .key = GK, .remote_off = 64 * BLK, .len = 1},           /* at end */
     };
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, 5, 5, 0), KV_OK);
     PUMP_UNTIL(count(&A, KVT_EV_DONE) == 1);
@@ -287,15 +317,15 @@ Test(tcp, rejected_submit_never_completes) {
     kvt_peer pb;
     regions(&rs, &rd);
     cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
-    kvt_write bad_off = {.local = rs, .local_off = sizeof src - 10, .remote = rd, .remote_off = 0, .len = 100};
-    kvt_write bad_reg = {.local = 4242, .local_off = 0, .remote = rd, .remote_off = 0, .len = 1};
-    kvt_write big = {.local = rs, .local_off = 0, .remote = rd, .remote_off = 0, .len = KVT_TCP_ENTRY_MAX + 1};
+    kvt_write bad_off = {.local = rs, .local_off = sizeof src - 10, .remote = rd, .key = GK, .remote_off = 0, .len = 100};
+    kvt_write bad_reg = {.local = 4242, .local_off = 0, .remote = rd, .key = GK, .remote_off = 0, .len = 1};
+    kvt_write big = {.local = rs, .local_off = 0, .remote = rd, .key = GK, .remote_off = 0, .len = KVT_TCP_ENTRY_MAX + 1};
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, &bad_off, 1, 1, 0), KV_ERANGE);
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, &bad_reg, 1, 2, 0), KV_ERANGE);
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, &big, 1, 3, 0), KV_EINVAL);
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, &bad_reg, 0, 4, 0), KV_EINVAL);
     cr_assert_eq(kvt_submit(A.t, A.ep, 9, &bad_reg, 1, 5, 0), KV_ENOENT);
-    kvt_write mixed[2] = {{.local = rs, .local_off = 0, .remote = rd, .remote_off = 0, .len = 8}, bad_off};
+    kvt_write mixed[2] = {{.local = rs, .local_off = 0, .remote = rd, .key = GK, .remote_off = 0, .len = 8}, bad_off};
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, mixed, 2, 6, 0), KV_ERANGE);
     cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "sync", 4), KV_OK);
     PUMP_UNTIL(count(&B, KVT_EV_CTRL) == 1);
@@ -310,7 +340,7 @@ Test(tcp, deadline_times_out_once) {
     regions(&rs, &rd);
     B.polling = false; /* the peer never polls: no ack ever comes */
     cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
-    kvt_write w = {.local = rs, .local_off = 0, .remote = rd, .remote_off = 0, .len = 64};
+    kvt_write w = {.local = rs, .local_off = 0, .remote = rd, .key = GK, .remote_off = 0, .len = 64};
     uint64_t t0 = mono();
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, &w, 1, 9, t0 + 50000000ull), KV_OK);
     PUMP_UNTIL(count(&A, KVT_EV_DONE) == 1);
@@ -334,7 +364,7 @@ Test(tcp, peer_freed_mid_batch) {
     B.polling = false;
     kvt_write w[64];
     for (uint32_t i = 0; i < 64; i++)
-        w[i] = (kvt_write){.local = rs, .local_off = (uint64_t)i * BLK, .remote = rd, .remote_off = (uint64_t)i * BLK,
+        w[i] = (kvt_write){.local = rs, .local_off = (uint64_t)i * BLK, .remote = rd, .key = GK, .remote_off = (uint64_t)i * BLK,
                            .len = BLK};
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, 64, 11, 0), KV_OK);
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, 8, 12, 0), KV_OK);
@@ -368,6 +398,7 @@ static void big_regions(kvt_region *rs, kvt_region *rd, uint32_t dst_blocks) {
     memset(big_dst, 0xA5, (size_t)(dst_blocks + 2u) * BIG);
     cr_assert_eq(kvt_reg(A.t, big_src, (uint64_t)BIG_N * BIG, KVT_MEM_HOST, rs), KV_OK);
     cr_assert_eq(kvt_reg(B.t, big_dst + BIG, (uint64_t)dst_blocks * BIG, KVT_MEM_HOST, rd), KV_OK);
+    *rd = grant_a(*rd, 0, (uint64_t)dst_blocks * BIG);
 }
 
 Test(tcp, big_entries_land_in_place_batches_larger_than_the_ring) {
@@ -377,7 +408,7 @@ Test(tcp, big_entries_land_in_place_batches_larger_than_the_ring) {
     cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
     kvt_write w[BIG_N];
     for (uint32_t i = 0; i < BIG_N; i++) /* reversed, lengths around the inline and direct-receive limits */
-        w[i] = (kvt_write){.local = rs, .local_off = (uint64_t)i * BIG, .remote = rd,
+        w[i] = (kvt_write){.local = rs, .local_off = (uint64_t)i * BIG, .remote = rd, .key = GK,
                            .remote_off = (uint64_t)(BIG_N - 1 - i) * BIG, .len = BIG - (i % 9) * 7000u};
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, BIG_N, 5, mono() + 5000000000ull), KV_OK);
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, BIG_N, 6, mono() + 5000000000ull), KV_OK); /* 8 MiB queued */
@@ -417,7 +448,7 @@ Test(tcp, timeout_with_bytes_queued_fails_the_connection) {
     B.polling = false;
     kvt_write w[BIG_N];
     for (uint32_t i = 0; i < BIG_N; i++)
-        w[i] = (kvt_write){.local = rs, .local_off = (uint64_t)i * BIG, .remote = rd, .remote_off = (uint64_t)i * BIG,
+        w[i] = (kvt_write){.local = rs, .local_off = (uint64_t)i * BIG, .remote = rd, .key = GK, .remote_off = (uint64_t)i * BIG,
                            .len = BIG};
     uint64_t t0 = mono();
     for (uint32_t k = 0; k < 16; k++) cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, BIG_N, 100 + k, t0 + 100000000ull), KV_OK);
@@ -450,7 +481,7 @@ Test(tcp, dereg_with_queued_sends_fails_the_connection) {
     B.polling = false;
     kvt_write w[BIG_N];
     for (uint32_t i = 0; i < BIG_N; i++)
-        w[i] = (kvt_write){.local = rs, .local_off = (uint64_t)i * BIG, .remote = rd, .remote_off = (uint64_t)i * BIG,
+        w[i] = (kvt_write){.local = rs, .local_off = (uint64_t)i * BIG, .remote = rd, .key = GK, .remote_off = (uint64_t)i * BIG,
                            .len = BIG};
     for (uint32_t k = 0; k < 8; k++) cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, BIG_N, k, 0), KV_OK);
     pump_for_ms(20);
@@ -491,6 +522,22 @@ static size_t frame(uint8_t *out, uint32_t len, uint8_t type, const void *p, siz
 
 static void raw_send(int fd, const void *b, size_t n) { cr_assert_eq(send(fd, b, n, MSG_NOSIGNAL), (ssize_t)n); }
 
+/* Reads one WRITE_ACK frame (5 + KVT_TCP_ACK_LEN bytes) off a raw connection,
+ * pumping B meanwhile: B answers a refused or out-of-range WRITE with an ack
+ * of failed entries and keeps the connection. */
+static void raw_ack(int fd, uint8_t *ack) {
+    size_t got = 0, want = 5 + KVT_TCP_ACK_LEN;
+    uint64_t t0 = mono();
+    while (got < want) {
+        ssize_t r = recv(fd, ack + got, want - got, 0);
+        if (r > 0) got += (size_t)r;
+        else cr_assert(r < 0 && errno == EAGAIN, "connection closed on a failed WRITE");
+        cr_assert_lt(mono() - t0, WAIT_NS, "no ack");
+        pump();
+    }
+    cr_assert_eq(ack[4], KVT_TCP_WRITE_ACK);
+}
+
 static void raw_hello(int fd, const char *addr) {
     uint8_t b[64];
     size_t n = frame(b, (uint32_t)(1 + strlen(addr)), KVT_TCP_HELLO, addr, strlen(addr));
@@ -514,7 +561,8 @@ static void put_le(uint8_t *p, uint64_t v, int n) {
     for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static size_t write_frame(uint8_t *b, uint32_t region, uint64_t off, uint32_t dlen, uint32_t len_field) {
+static size_t write_frame_k(uint8_t *b, uint32_t region, const kvt_key *k, uint64_t off, uint32_t dlen,
+                            uint32_t len_field) {
     uint8_t h[KVT_TCP_WRITE_HDR];
     put_le(h, 1234, 8);
     put_le(h + 8, 0, 4);
@@ -522,9 +570,15 @@ static size_t write_frame(uint8_t *b, uint32_t region, uint64_t off, uint32_t dl
     put_le(h + 16, region, 4);
     put_le(h + 20, off, 8);
     put_le(h + 28, dlen, 4);
+    put_le(h + 32, k->w[0], 8);
+    put_le(h + 40, k->w[1], 8);
     size_t n = frame(b, len_field, KVT_TCP_WRITE, h, sizeof h);
     memset(b + n, 0xEE, dlen);
     return n + dlen;
+}
+
+static size_t write_frame(uint8_t *b, uint32_t region, uint64_t off, uint32_t dlen, uint32_t len_field) {
+    return write_frame_k(b, region, &GK, off, dlen, len_field);
 }
 
 Test(tcp, malicious_client_is_disconnected) {
@@ -565,16 +619,7 @@ Test(tcp, malicious_client_is_disconnected) {
     raw_hello(fd, "127.0.0.1:5");
     raw_send(fd, b, write_frame(b, rd, 64 * BLK - 8, 16, 1 + KVT_TCP_WRITE_HDR + 16));
     uint8_t ack[5 + KVT_TCP_ACK_LEN];
-    size_t got = 0;
-    uint64_t t0 = mono();
-    while (got < sizeof ack) {
-        ssize_t r = recv(fd, ack + got, sizeof ack - got, 0);
-        if (r > 0) got += (size_t)r;
-        else cr_assert(r < 0 && errno == EAGAIN, "connection closed on an out-of-range WRITE");
-        cr_assert_lt(mono() - t0, WAIT_NS, "no ack");
-        pump();
-    }
-    cr_assert_eq(ack[4], KVT_TCP_WRITE_ACK);
+    raw_ack(fd, ack);
     cr_assert_eq(ack[5], 1234 & 0xff);
     cr_assert_eq(ack[5 + 8], 0, "n_ok");
     cr_assert_eq(ack[5 + 12], 1, "n_failed");
@@ -587,7 +632,7 @@ Test(tcp, malicious_client_is_disconnected) {
     A.polling = true;
     kvt_peer pb;
     cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
-    kvt_write w = {.local = rs, .local_off = 0, .remote = rd, .remote_off = 0, .len = 512};
+    kvt_write w = {.local = rs, .local_off = 0, .remote = rd, .key = GK, .remote_off = 0, .len = 512};
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, &w, 1, 3, 0), KV_OK);
     cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "ok", 2), KV_OK);
     PUMP_UNTIL(count(&A, KVT_EV_DONE) == 1 && count(&B, KVT_EV_CTRL) == 1);
@@ -657,7 +702,7 @@ Test(tcp_auth, one_secret_both_sides_carries_ctrl_writes_and_replies) {
     /* queued before the handshake even started: they wait behind it */
     kvt_write w[4];
     for (uint32_t i = 0; i < 4; i++)
-        w[i] = (kvt_write){.local = rs, .local_off = i * BLK, .remote = rd, .remote_off = i * BLK, .len = BLK};
+        w[i] = (kvt_write){.local = rs, .local_off = i * BLK, .remote = rd, .key = GK, .remote_off = i * BLK, .len = BLK};
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, 4, 9, 0), KV_OK);
     cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "meta", 4), KV_OK);
     PUMP_UNTIL(count(&A, KVT_EV_DONE) == 1 && count(&B, KVT_EV_CTRL) == 1);
@@ -667,8 +712,10 @@ Test(tcp_auth, one_secret_both_sides_carries_ctrl_writes_and_replies) {
     cr_assert(memcmp(r->bytes, "meta", 4) == 0);
     cr_assert_eq(kvt_send_ctrl(B.t, B.ep, r->e.peer, "resp", 4), KV_OK); /* back on the same connection */
     PUMP_UNTIL(count(&A, KVT_EV_CTRL) == 1);
-    cr_assert_eq(stats(&A).auth_ok, 1);
-    cr_assert_eq(stats(&B).auth_ok, 1);
+    /* two links, each proven once on both ends: A's, and the one B dialed
+     * for its peer id of A (grant_desc's kvt_connect) */
+    cr_assert_eq(stats(&A).auth_ok, 2);
+    cr_assert_eq(stats(&B).auth_ok, 2);
     cr_assert_eq(stats(&A).auth_failed + stats(&B).auth_failed, 0);
     cr_assert(guards_intact());
 }
@@ -682,7 +729,7 @@ Test(tcp_auth, another_secret_is_refused_with_a_log_line_and_nothing_lands) {
     regions(&rs, &rd);
     kvt_peer pb;
     cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
-    kvt_write w = {.local = rs, .local_off = 0, .remote = rd, .remote_off = 0, .len = BLK};
+    kvt_write w = {.local = rs, .local_off = 0, .remote = rd, .key = GK, .remote_off = 0, .len = BLK};
     cr_assert_eq(kvt_submit(A.t, A.ep, pb, &w, 1, 5, 0), KV_OK);
     cr_assert_eq(kvt_send_ctrl(A.t, A.ep, pb, "meta", 4), KV_OK);
     PUMP_UNTIL(count(&A, KVT_EV_DONE) == 1 && count(&A, KVT_EV_PEER_DOWN) == 1);
@@ -815,4 +862,88 @@ Test(tcp_auth, a_flood_of_silent_clients_cannot_keep_an_honest_peer_out) {
     PUMP_UNTIL(count(&B, KVT_EV_CTRL) == 1);
     cr_assert_eq(stats(&B).auth_ok, 1);
     for (uint32_t i = 0; i < 40; i++) expect_closed(fds[i]); /* evicted now, or at the deadline */
+}
+
+/* ---- write grants (transport.h, "write capabilities") ------------------------------ */
+
+/* Reads one WRITE_ACK off a raw connection (see raw_ack); returns n_failed. */
+static uint32_t raw_ack_failed(int fd) {
+    uint8_t ack[5 + KVT_TCP_ACK_LEN];
+    raw_ack(fd, ack);
+    return (uint32_t)ack[5 + 12];
+}
+
+/* A peer writes with no key, a wrong key, a revoked grant, another peer's
+ * grant, and outside its window: each entry is refused on B (failed in the
+ * ack, the connection stays), counted by reason, and B's memory is
+ * untouched; an honest WRITE through the live grant still lands. The raw
+ * writer is the deliberately broken sender: it builds frames by hand. */
+Test(tcp, write_grants_refuse_no_key_wrong_key_revoked_other_peer_outside) {
+    kvt_region rs, rd;
+    regions(&rs, &rd); /* grant rd: all of B's region, to A */
+    uint32_t win, dead;
+    kvt_desc wd = grant_desc(RD_REG, 4 * BLK, 2 * BLK, &win); /* a window of blocks 4..5, to A */
+    kvt_desc dd = grant_desc(RD_REG, 0, 64 * BLK, &dead);
+    cr_assert_eq(kvt_revoke(B.t, dead), KV_OK);
+    cr_assert(memcmp(&wd.key, &dd.key, sizeof wd.key) != 0, "keys differ");
+    A.polling = false;
+    static uint8_t b[512];
+    const kvt_key none = {{0, 0}}, wrong = {{GK.w[0] ^ 1u, GK.w[1]}};
+    /* a raw peer that claims another address: rd was granted to A only */
+    int fd = raw_connect(&B.addr);
+    raw_hello(fd, "127.0.0.1:9");
+    struct { uint32_t grant; const kvt_key *key; uint64_t off; uint32_t len; } bad[] = {
+        {rd, &none, 0, 16},    /* no key */
+        {rd, &wrong, 0, 16},   /* wrong key */
+        {dead, &dd.key, 0, 16},/* revoked */
+        {rd, &GK, 0, 16},      /* the right key, from a peer it was not granted to */
+        {999, &GK, 0, 16},     /* never granted */
+    };
+    for (uint32_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        raw_send(fd, b, write_frame_k(b, bad[i].grant, bad[i].key, bad[i].off, bad[i].len, 1 + KVT_TCP_WRITE_HDR + bad[i].len));
+        cr_assert_eq(raw_ack_failed(fd), 1, "bad write %u accepted", i);
+    }
+    close(fd);
+    kvt_tcp_stats st;
+    kvt_tcp_stats_get(B.t, &st);
+    cr_assert_eq(st.write_refused, 5);
+    cr_assert_eq(st.write_bad_key, 2);
+    cr_assert_eq(st.write_no_grant, 2);
+    cr_assert_eq(st.write_wrong_peer, 1);
+    /* A itself: outside its window, and a wrong key: refused, counted */
+    A.polling = true;
+    kvt_peer pb;
+    cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &pb), KV_OK);
+    kvt_write w[4] = {
+        {.local = rs, .local_off = 0, .remote = win, .remote_off = 3 * BLK, .len = BLK, .key = wd.key},      /* before */
+        {.local = rs, .local_off = 0, .remote = win, .remote_off = 5 * BLK + 1, .len = BLK, .key = wd.key},  /* past */
+        {.local = rs, .local_off = 0, .remote = win, .remote_off = 4 * BLK, .len = BLK, .key = GK},          /* another grant's key */
+        {.local = rs, .local_off = 0, .remote = dead, .remote_off = 0, .len = BLK, .key = dd.key},           /* revoked */
+    };
+    cr_assert_eq(kvt_submit(A.t, A.ep, pb, w, 4, 1, 0), KV_OK);
+    PUMP_UNTIL(count(&A, KVT_EV_DONE) == 1);
+    const rec *d = find(&A, KVT_EV_DONE);
+    cr_assert_eq(d->e.done.status, KV_ERANGE);
+    cr_assert_eq(d->e.done.n_failed, 4);
+    kvt_tcp_stats_get(B.t, &st);
+    cr_assert_eq(st.write_refused, 9);
+    cr_assert_eq(st.write_outside, 2);
+    cr_assert_eq(st.write_bad_key, 3);
+    cr_assert_eq(st.write_no_grant, 3);
+    for (uint32_t k = 0; k < 64 * BLK; k++) cr_assert_eq(dst_buf[BLK + k], 0xA5, "byte %u written", k);
+    cr_assert(guards_intact());
+    cr_assert_eq(count(&A, KVT_EV_PEER_DOWN), 0, "a refusal fails no connection");
+    /* honest: inside the window with its key */
+    kvt_write ok = {.local = rs, .local_off = 0, .remote = win, .remote_off = 4 * BLK, .len = 2 * BLK, .key = wd.key};
+    cr_assert_eq(kvt_submit(A.t, A.ep, pb, &ok, 1, 2, 0), KV_OK);
+    PUMP_UNTIL(count(&A, KVT_EV_DONE) == 2);
+    cr_assert_eq(A.r[A.n - 1].e.done.status, KV_OK);
+    cr_assert(memcmp(dst_buf + BLK + 4 * BLK, src, 2 * BLK) == 0);
+    for (uint32_t k = 0; k < 4 * BLK; k++) cr_assert_eq(dst_buf[BLK + k], 0xA5, "byte %u written", k);
+    /* a grant is refused for an unknown region, an empty or out-of-range window */
+    uint32_t id;
+    kvt_desc x;
+    cr_assert_eq(kvt_grant(B.t, 4242, B.ep, 0, 0, BLK, &id, &x), KV_ENOENT);
+    cr_assert_eq(kvt_grant(B.t, RD_REG, B.ep, 0, 0, 0, &id, &x), KV_ERANGE);
+    cr_assert_eq(kvt_grant(B.t, RD_REG, B.ep, 0, 63 * BLK, 2 * BLK, &id, &x), KV_ERANGE);
 }

@@ -516,7 +516,8 @@ static kvp_net *wrap_tcp(void) {
 typedef struct submit_job {
     net_actor *a;
     kvt_peer peer;
-    kvt_region rs, rd;
+    kvt_region rs, rd; /* rd: B's grant to A (its id) */
+    kvt_key key;       /* the grant's key */
     uint32_t rounds;
     _Atomic uint32_t refused;
 } submit_job;
@@ -529,7 +530,7 @@ static void submit_rounds(void *arg) {
         for (uint32_t i = 0; i < 16; i++) {
             uint32_t b = (r * 16 + i) % NBLK;
             w[i] = (kvt_write){.local = j->rs, .local_off = (uint64_t)b * BLK, .remote = j->rd,
-                               .remote_off = (uint64_t)b * BLK, .len = BLK};
+                               .remote_off = (uint64_t)b * BLK, .len = BLK, .key = j->key};
         }
         kv_status st;
         while ((st = kvt_submit(j->a->t, j->a->ep, j->peer, w, 16, r, 0)) == KV_EFULL) nap_us(100);
@@ -554,6 +555,14 @@ Test(thread_rt, tcp_under_threads_writes_and_ctrl) {
     cr_assert_eq(kvt_reg(A.t, src_mem, sizeof src_mem, KVT_MEM_HOST, &j.rs), KV_OK);
     cr_assert_eq(kvt_reg(B.t, dst_mem + BLK, NBLK * BLK, KVT_MEM_HOST, &j.rd), KV_OK);
     cr_assert_eq(kvt_connect(A.t, A.ep, &B.addr, &j.peer), KV_OK);
+    /* B's region is written only through a grant bound to B's peer id of A */
+    kvt_peer pa;
+    uint32_t gid;
+    kvt_desc gd;
+    cr_assert_eq(kvt_connect(B.t, B.ep, &A.addr, &pa), KV_OK);
+    cr_assert_eq(kvt_grant(B.t, j.rd, B.ep, pa, 0, NBLK * BLK, &gid, &gd), KV_OK);
+    j.rd = gd.region;
+    j.key = gd.key;
     cr_assert_eq(kvp_rt_start(rt), KV_OK);
     cr_assert_eq(kvp_net_start(na), KV_OK);
     cr_assert_eq(kvp_net_start(nb), KV_OK);

@@ -48,6 +48,7 @@ static void meta_fixture(kv_wire_msg *m, uint32_t groups, uint32_t reqs, uint32_
     for (uint32_t g = 0; g < groups; g++) {
         x->region[g].region = 100 + g;
         x->region[g].len = 0x123456789abull + g;
+        x->region[g].key = (kvt_key){{0xfeedface00000000ull + g, 0x0123456789abcdefull ^ g}};
     }
     x->block_bytes = 4096;
     x->n_reqs = reqs;
@@ -151,7 +152,9 @@ static int meta_eq(const kv_wire_xfer_meta *a, const kv_wire_xfer_meta *b) {
         a->block_bytes != b->block_bytes || a->n_reqs != b->n_reqs)
         return 0;
     for (uint32_t g = 0; g < a->n_groups; g++)
-        if (a->region[g].region != b->region[g].region || a->region[g].len != b->region[g].len) return 0;
+        if (a->region[g].region != b->region[g].region || a->region[g].len != b->region[g].len ||
+            a->region[g].key.w[0] != b->region[g].key.w[0] || a->region[g].key.w[1] != b->region[g].key.w[1])
+            return 0;
     for (uint32_t i = 0; i < a->n_reqs; i++)
         if (a->req[i].d_req != b->req[i].d_req || a->req[i].transfer_id != b->req[i].transfer_id ||
             !table_eq(&a->req[i].blocks, &b->req[i].blocks))
@@ -282,6 +285,8 @@ static void build_meta(bb *x, uint32_t groups, uint32_t reqs, uint32_t tgroups, 
     for (uint32_t g = 0; g < groups; g++) {
         bb_le(x, g, 4);
         bb_le(x, 1000 + g, 8);
+        bb_le(x, 0x5eed0000u + g, 8); /* the grant's key */
+        bb_le(x, g, 8);
     }
     bb_le(x, 64, 4);
     bb_le(x, reqs, 2);
@@ -386,7 +391,7 @@ Test(wire, decode_never_writes_past_the_counts) {
 /* ---- exact layout ---- */
 
 Test(wire, layout_boot_query) {
-    static const uint8_t want[] = {'K', 'V', 1, 4, 17, 0, 0, 0, /* header */
+    static const uint8_t want[] = {'K', 'V', 2, 4, 17, 0, 0, 0, /* header */
                                    7, 0, 0, 0,  2, 0, 0, 0,  /* engine, tp_size */
                                    1, 0, 0, 0,  0, 0, 0, 0,  /* tp_rank, found */
                                    0};                       /* no addrs */
@@ -401,7 +406,7 @@ Test(wire, layout_boot_query) {
 }
 
 Test(wire, layout_xfer_resp) {
-    static const uint8_t want[] = {'K', 'V', 1, 2, 24, 0, 0, 0,
+    static const uint8_t want[] = {'K', 'V', 2, 2, 24, 0, 0, 0,
                                    2, 0, 0, 0,             /* status ERROR */
                                    4, 3, 2, 1,             /* batch 0x01020304 */
                                    1, 0, 0, 0,             /* p_tp_rank */
@@ -422,11 +427,13 @@ Test(wire, layout_xfer_resp) {
 }
 
 Test(wire, layout_xfer_meta) {
-    static const uint8_t want[] = {'K', 'V', 1, 1, 57, 0, 0, 0,
+    static const uint8_t want[] = {'K', 'V', 2, 1, 73, 0, 0, 0,
                                    1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, /* engine..batch */
                                    1, 0, 'a',                         /* d_addr "a" */
                                    1,                                 /* n_groups */
                                    3, 0, 0, 0, 5, 0, 0, 0, 1, 0, 0, 0, /* region 3, len 2^32+5 */
+                                   0xab, 0, 0, 0, 0, 0, 0, 0,         /* key.w[0] 0xab */
+                                   0, 0, 0, 0, 0, 0, 0, 0xcd,         /* key.w[1] 0xcd << 56 */
                                    0, 0x10, 0, 0,                     /* block_bytes 4096 */
                                    1, 0,                              /* n_reqs */
                                    5, 0, 0, 0, 6, 0, 0, 0,            /* d_req, transfer_id */
@@ -439,7 +446,7 @@ Test(wire, layout_xfer_meta) {
     x->batch = 9;
     strcpy(x->d_addr.s, "a");
     x->n_groups = 1;
-    x->region[0] = (kvt_desc){.region = 3, .len = 0x100000005ull};
+    x->region[0] = (kvt_desc){.region = 3, .len = 0x100000005ull, .key = {{0xab, 0xcdull << 56}}};
     x->block_bytes = 4096;
     x->n_reqs = 1;
     x->req[0].d_req = 5;
@@ -525,7 +532,7 @@ Test(wire, byte_mutation_large) {
 Test(wire, wrong_version) {
     fixture(&g_msg, 3);
     size_t n = encode_ok(&g_msg, g_buf);
-    static const uint8_t versions[] = {0, 2, 0x81, 0xff};
+    static const uint8_t versions[] = {0, 1, 3, 0x81, 0xff}; /* 1: before the grant's key */
     for (size_t i = 0; i < sizeof versions; i++) {
         memcpy(g_mut, g_buf, n);
         g_mut[2] = versions[i];

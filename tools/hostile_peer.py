@@ -11,13 +11,24 @@ Attacks, all at once, for --seconds:
             or the HELLO then a POST (an ENGINE_DOWN-like forged message)
   transport a HELLO with a nonce, then a WRITE into region 1 or 2, a CTRL (a
             forged pull), or a guessed PROOF
+  insider   with --secret-file (a rogue insider: it holds the cluster secret
+            but was granted nothing): per transport target, --insider
+            connections that pass the challenge-response, then WRITEs of 16
+            bytes into grant ids 1025.. (the first ids a grant table gives)
+            and a few random ones, with no key, a random key, or a key that
+            only differs in one bit from another random one; every WRITE must
+            be answered by a WRITE_ACK with n_ok 0 (refused by the grant
+            check, transport/README.md "Write grants")
 Every byte the targets send back is parsed into frames. The attacker must
 learn nothing: from a transport endpoint only CHAL frames (a nonce and a MAC),
 from the bridge only HELLO and PROOF frames (nonces and MACs), never a
-WRITE_ACK, a CTRL, a DIR or a POST. Prints one JSON line with the counts;
-exits 1 if anything else came back.
+WRITE_ACK, a CTRL, a DIR or a POST; an insider only CHAL and WRITE_ACK frames
+whose n_ok is 0. Prints one JSON line with the counts; exits 1 if anything
+else came back.
 """
 import argparse
+import hashlib
+import hmac
 import json
 import os
 import select
@@ -89,6 +100,73 @@ def transport_attack(port, i):
     return c
 
 
+def mac(secret, label, *parts):
+    """transport/auth/auth.c kv_auth_mac: HMAC-SHA-256 over the label with
+    its NUL, then each part as len:u32le bytes."""
+    m = hmac.new(secret, label + b"\0", hashlib.sha256)
+    for p in parts:
+        m.update(struct.pack("<I", len(p)) + p)
+    return m.digest()
+
+
+def read_frame(sock, timeout=2.0):
+    """One frame (type, payload) off a blocking socket; None on EOF/timeout."""
+    sock.settimeout(timeout)
+    buf = b""
+    try:
+        while len(buf) < 4:
+            d = sock.recv(4 - len(buf))
+            if not d:
+                return None
+            buf += d
+        n = struct.unpack("<I", buf)[0]
+        body = b""
+        while len(body) < n:
+            d = sock.recv(n - len(body))
+            if not d:
+                return None
+            body += d
+    except OSError:
+        return None
+    return body[0], body[1:]
+
+
+def insider_attack(port, secret, i, writes):
+    """Handshake with the secret, then `writes` WRITEs no grant lets in.
+    Returns (writes sent, acks, entries landed, forbidden frame types)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(2)
+    s.connect(("127.0.0.1", port))
+    addr = b"127.0.0.1:%d" % (1 + i % 2)  # two claimed addresses: two peer slots on the target
+    nonce_d = os.urandom(32)
+    s.sendall(frame(TCP_HELLO, nonce_d + addr))
+    f = read_frame(s)
+    if not f or f[0] != TCP_CHAL or len(f[1]) != 64:
+        s.close()
+        return 0, 0, 0, [] if not f else [f[0]]
+    nonce_a = f[1][:32]
+    s.sendall(frame(TCP_PROOF, mac(secret, b"kvconn tcp dial", nonce_a, nonce_d, addr)))
+    sent = acks = landed = 0
+    bad = []
+    for k in range(writes):
+        grant = 1025 + k % 4 if k % 3 else struct.unpack("<I", os.urandom(4))[0]
+        key = bytes(16) if k % 2 == 0 else os.urandom(16)
+        hdr = struct.pack("<QIIIQI", 9000 + k, 0, 1, grant, 0, 16) + key
+        s.sendall(frame(TCP_WRITE, hdr + b"\xee" * 16))
+        sent += 1
+    while acks < sent:
+        f = read_frame(s)
+        if f is None:
+            break
+        if f[0] != TCP_ACK:
+            bad.append(f[0])
+            continue
+        acks += 1
+        landed += struct.unpack_from("<I", f[1], 8)[0]
+    s.close()
+    return sent, acks, landed, bad
+
+
 def bridge_attack(port, i):
     c = Conn("bridge", port)
     # the proxy's HELLO comes first, in clear: copy its magic and ABI
@@ -112,9 +190,30 @@ def main():
     ap.add_argument("--transport", required=True, help="comma-separated ports")
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--silent", type=int, default=100)
+    ap.add_argument("--secret-file", help="the cluster secret (64 hex digits): also attack as an insider")
+    ap.add_argument("--insider", type=int, default=4, help="insider connections per transport target")
+    ap.add_argument("--insider-writes", type=int, default=8, help="WRITEs per insider connection")
     a = ap.parse_args()
+    secret = bytes.fromhex(open(a.secret_file).read().strip()) if a.secret_file else None
     tports = [int(p) for p in a.transport.split(",") if p]
     targets = [("bridge", a.bridge)] + [("transport", p) for p in tports]
+    # first, while the targets' requests run: the insider, before the
+    # outsiders' connections hold the targets' slots for connections in
+    # their HELLO
+    ins = {"writes": 0, "acks": 0, "landed": 0, "handshakes_failed": 0}
+    bad = []
+    if secret:
+        for port in tports:
+            for j in range(a.insider):
+                try:
+                    sent, acks, landed, fb = insider_attack(port, secret, j, a.insider_writes)
+                except OSError:
+                    sent, acks, landed, fb = 0, 0, 0, []
+                ins["writes"] += sent
+                ins["acks"] += acks
+                ins["landed"] += landed
+                ins["handshakes_failed"] += sent == 0
+                bad += [("insider", t) for t in fb]
     conns, trickle, errors = [], [], 0
     for kind, port in targets:
         for _ in range(a.silent):
@@ -147,13 +246,17 @@ def main():
             time.sleep(0.01)
     for c in conns + trickle:
         c.pump()
-    bad = [(c.kind, t) for c in conns + trickle for t in c.types if t not in ALLOWED[c.kind]]
+    bad += [(c.kind, t) for c in conns + trickle for t in c.types if t not in ALLOWED[c.kind]]
     out = {"connections": len(conns) + len(trickle), "attacks": i * len(targets), "connect_errors": errors,
            "closed_by_target": sum(c.closed for c in conns + trickle),
-           "frames_received": sum(len(c.types) for c in conns + trickle), "forbidden_frames": len(bad)}
+           "frames_received": sum(len(c.types) for c in conns + trickle), "forbidden_frames": len(bad),
+           "insider": ins}
     print(json.dumps(out))
     if bad:
         print("hostile_peer: the targets sent frames an outsider must never see: %s" % bad[:10], file=sys.stderr)
+        return 1
+    if ins["landed"] or ins["acks"] != ins["writes"]:
+        print("hostile_peer: an insider's WRITE landed or went unanswered: %s" % ins, file=sys.stderr)
         return 1
     return 0
 

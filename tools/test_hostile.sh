@@ -7,12 +7,20 @@
 #     PROOF, and a HELLO followed by a forged POST, every 200 ms;
 #  2. P's and D's transport endpoints while the requests run: 100 silent
 #     connections each, 5 trickling ones, and every 200 ms a HELLO followed
-#     by a WRITE into D's KV regions, a forged pull, or a guessed PROOF.
+#     by a WRITE into D's KV regions, a forged pull, or a guessed PROOF;
+#  3. then, as a rogue insider (it holds the secret but was granted nothing),
+#     4 connections to each of P's and D's endpoints that pass the
+#     challenge-response and send 8 WRITEs each with no key or a random key
+#     into the grant ids a grant table gives first, and random ones (refused
+#     for want of a live grant, or, where an id is live at that moment, for
+#     the key: which, depends on timing, so only the first is required).
 # It asserts: every honest request ends ok (no attack targets one), no
 # invariant violation and both pools clean, every process exits 0; the
-# attacker received nothing but nonces and MACs (hostile_peer.py exits 1
-# otherwise); the targets logged the rejections (one line per rejected
-# connection, rate-limited after 16 with a running count).
+# attacker received nothing but nonces and MACs, and the insider nothing but
+# WRITE_ACKs of failed entries, every WRITE answered and none landed
+# (hostile_peer.py exits 1 otherwise); the targets logged the rejections
+# (one line per rejected connection, rate-limited after 16 with a running
+# count) and the refused WRITEs (transport/README.md, "Write grants").
 # Runs in build/ and, when it is built, build-asan/ (a sanitizer report fails
 # the process). KVNODE_REQUESTS sets the request count (600).
 set -uo pipefail
@@ -67,7 +75,8 @@ run() {
   grep -q " up (" "$tmp/p.err" && grep -q " up (" "$tmp/d.err" || fail "the engines did not come up under the bridge attack"
   # 2: every transport endpoint of P and D while the requests run
   local tp; tp="$(listen_ports "$pp"),$(listen_ports "$pd")"
-  python3 tools/hostile_peer.py --bridge "$port" --transport "$tp" --seconds 3 >"$tmp/attack2.out" 2>"$tmp/attack2.err" &
+  python3 tools/hostile_peer.py --bridge "$port" --transport "$tp" --seconds 3 --secret-file "$S" \
+    >"$tmp/attack2.out" 2>"$tmp/attack2.err" &
   local a2=$!; pids+=("$a2")
   local rc
   waitfor "$a1" 30; rc=$?; [ $rc = 0 ] || fail "attacker 1 exited $rc (forbidden frames, or it crashed)"
@@ -86,8 +95,13 @@ run() {
   grep -q "link closed before it was up" "$tmp/proxy.err" || fail "the proxy logged no rejected link"
   grep -q "closed (" "$tmp/p.err" || fail "P logged no rejected connection"
   grep -q "closed (" "$tmp/d.err" || fail "D logged no rejected connection"
+  local iw; iw=$(jget "$tmp/attack2.out" "d['insider']['writes']")
+  [ "$iw" -gt 0 ] || fail "the insider sent no WRITE: $(cat "$tmp/attack2.out")"
+  [ "$(jget "$tmp/attack2.out" "d['insider']['landed']")" = 0 ] || fail "an insider's WRITE landed"
+  grep -q "WRITE refused.*: no live grant" "$tmp/d.err" || fail "D logged no WRITE refused for want of a grant"
+  grep -q "WRITE refused" "$tmp/p.err" || fail "P logged no refused WRITE"
   grep -q "ERROR: AddressSanitizer\|runtime error:" "$tmp"/*.err && fail "a sanitizer report"
-  echo "  $B: $N honest requests all ok under attack, pools clean, no violation; attackers: $(jget "$tmp/attack1.out" "d['connections']") + $(jget "$tmp/attack2.out" "d['connections']") connections, $(jget "$tmp/attack2.out" "d['attacks']") forged frames, nothing but nonces and MACs received; rejections logged by the proxy ($(grep -c "link closed before it was up" "$tmp/proxy.err") lines), P ($(grep -c "closed (" "$tmp/p.err")) and D ($(grep -c "closed (" "$tmp/d.err"))"
+  echo "  $B: $N honest requests all ok under attack, pools clean, no violation; attackers: $(jget "$tmp/attack1.out" "d['connections']") + $(jget "$tmp/attack2.out" "d['connections']") connections, $(jget "$tmp/attack2.out" "d['attacks']") forged frames, nothing but nonces and MACs received; insider: $iw WRITEs, all refused (D logged $(grep -c "WRITE refused" "$tmp/d.err"), $(grep -c "WRITE refused.*: wrong key" "$tmp/d.err") of them for a wrong key, P $(grep -c "WRITE refused" "$tmp/p.err")); rejections logged by the proxy ($(grep -c "link closed before it was up" "$tmp/proxy.err") lines), P ($(grep -c "closed (" "$tmp/p.err")) and D ($(grep -c "closed (" "$tmp/d.err"))"
 }
 
 [ -x build/bin/kvnode ] || { echo "hostile: build/bin/kvnode not built" >&2; exit 1; }

@@ -40,6 +40,7 @@ typedef enum kv_inv {
     KV_INV_HOLD,     /* a resource was held past the bound after the event that must end it */
     KV_INV_ASSERT,   /* an assertion inside the core failed */
     KV_INV_CACHE,    /* a prefix an engine had cached was not found by a later request */
+    KV_INV_GRANT,    /* a WRITE with a wrong key, from another peer or outside its grant's window */
     KV_INV_COUNT
 } kv_inv;
 

@@ -16,8 +16,13 @@
 #define KV_ERR_MSG_MAX 96u        /* bytes of an ERROR response's message */
 #define KV_ADDR_MAX 48u           /* bytes of a transport address string */
 #define KV_RECV_BATCHES_MAX 32u   /* pulls one D rank's receiver has open at once */
-/* Regions one node registers at most: its KV groups, plus one grant per group
- * for every open pull (core/p2p_receiver.c), plus two spare. */
+/* Regions one node registers at most: its KV groups, plus (RDMA, where a
+ * grant is a registration the peer's table holds) one grant per group for
+ * every open pull of one P peer, plus two spare. */
 #define KV_NODE_REGIONS_MAX (KV_GROUPS_MAX * (1u + KV_RECV_BATCHES_MAX) + 2u)
+
+/* Write grants one node holds at most: per open pull, one per group and
+ * paired P rank (core/p2p_receiver.c). */
+#define KV_NODE_GRANTS_MAX (KV_GROUPS_MAX * KV_RECV_BATCHES_MAX * KV_TP_MAX)
 
 #endif

@@ -18,12 +18,24 @@
  *  - control messages are small, ordered per peer (vLLM's ZMQ side channel).
  *  - remote memory is (region, offset), never an address; every backend bounds
  *    checks it on the side that owns the memory.
- *  - grants: registering memory that is already registered gives a new,
- *    independent id over it. Once dereg returns, no WRITE to the old id
- *    lands, whether submitted later or already in flight (it fails at
- *    delivery: KV_ERANGE), and the memory stays reachable through its other
- *    ids. D's receiver uses this to revoke a pull it gave up on
- *    (core/p2p_receiver.c). */
+ *  - a registered region is never writable by a peer: it is a source for
+ *    our own WRITEs and the memory that grants open. Registering memory that
+ *    is already registered gives a new, independent id over it.
+ *  - write capabilities (grants, like RDMA rkeys): grant(r, ep, peer, off,
+ *    len) lets the peer that `peer` names on endpoint `ep` (and no other)
+ *    WRITE into [off, off + len) of our region r until revoke(id). It gives
+ *    the grant's local id and the descriptor the peer writes through: its
+ *    region field is what the peer names as kvt_write.remote, its key an
+ *    unguessable capability the peer presents as kvt_write.key with every
+ *    entry (at least 64 random bits; the sim derives them from a counter,
+ *    never from the scenario's choice stream). Offsets stay relative to the
+ *    start of r, so a peer computes them as it would for the whole region.
+ *    The owner refuses (entry failed, KV_ERANGE) an entry with no live grant,
+ *    a wrong key, from another peer or endpoint, or outside the window, and
+ *    counts it. Once revoke (or a dereg of r) returns, no WRITE through the
+ *    grant lands, whether submitted later or already in flight. D's receiver
+ *    grants each pull's P ranks their windows and revokes them before it
+ *    reports the pull's requests (core/p2p_receiver.c). */
 #ifndef KVCONN_TRANSPORT_H
 #define KVCONN_TRANSPORT_H
 
@@ -54,18 +66,27 @@ typedef struct kvt_addr {
     char s[KV_ADDR_MAX]; /* NUL-terminated */
 } kvt_addr;
 
-/* What a peer needs to address one of our regions. */
+/* A write capability's secret: 128 bits (RDMA: the rkey in w[0], the rest
+ * zero). All zero is never a live grant's key. */
+typedef struct kvt_key {
+    uint64_t w[2];
+} kvt_key;
+
+/* What a peer needs to address one of our regions, or to write through one
+ * of our grants (key zero for a plain region: not writable). */
 typedef struct kvt_desc {
-    kvt_region region; /* id on the owning node */
-    uint64_t len;      /* bytes */
+    kvt_region region; /* id on the owning node (a grant: what the peer names) */
+    uint64_t len;      /* bytes (a grant: the end of its window, off + len) */
+    kvt_key key;       /* a grant's key */
 } kvt_desc;
 
 typedef struct kvt_write {
     kvt_region local;  /* source region on this node */
     uint64_t local_off;
-    kvt_region remote; /* destination region on the peer's node */
-    uint64_t remote_off;
+    kvt_region remote; /* destination on the peer's node: a grant's desc.region */
+    uint64_t remote_off; /* from the start of the granted region */
     uint32_t len;
+    kvt_key key;       /* the grant's key, presented with the entry */
 } kvt_write;
 
 typedef enum kvt_event_kind { KVT_EV_CTRL = 1, KVT_EV_DONE = 2, KVT_EV_PEER_DOWN = 3 } kvt_event_kind;
@@ -109,6 +130,12 @@ typedef struct kvt_ops {
     /* Progress; writes up to max events into out. Never blocks. */
     kv_status (*poll)(kvt *t, kvt_event *out, uint32_t max, uint32_t *out_n);
     void (*close)(kvt *t);
+    /* Write capabilities ("grants" above). grant: KV_ENOENT (no region r,
+     * endpoint or peer), KV_ERANGE (window outside r or empty), KV_ENOMEM
+     * (grant table full). revoke: KV_ENOENT for an id not live. */
+    kv_status (*grant)(kvt *t, kvt_region r, kvt_ep ep, kvt_peer peer, uint64_t off, uint64_t len,
+                       uint32_t *out_id, kvt_desc *out_desc);
+    kv_status (*revoke)(kvt *t, uint32_t id);
 } kvt_ops;
 
 struct kvt {
@@ -136,6 +163,11 @@ static inline kv_status kvt_submit(kvt *t, kvt_ep ep, kvt_peer p, const kvt_writ
 static inline kv_status kvt_send_ctrl(kvt *t, kvt_ep ep, kvt_peer p, const void *b, uint32_t n) {
     return t->ops->send_ctrl(t, ep, p, b, n);
 }
+static inline kv_status kvt_grant(kvt *t, kvt_region r, kvt_ep ep, kvt_peer p, uint64_t off, uint64_t len,
+                                  uint32_t *id, kvt_desc *d) {
+    return t->ops->grant(t, r, ep, p, off, len, id, d);
+}
+static inline kv_status kvt_revoke(kvt *t, uint32_t id) { return t->ops->revoke(t, id); }
 static inline kv_status kvt_poll(kvt *t, kvt_event *o, uint32_t max, uint32_t *n) {
     return t->ops->poll(t, o, max, n);
 }

@@ -15,7 +15,7 @@
 #include "kvconn/status.h"
 #include "kvconn/types.h"
 
-#define KV_WIRE_VERSION 1u
+#define KV_WIRE_VERSION 2u /* 2: XFER_META's regions carry the grant's key */
 #define KV_WIRE_HDR_BYTES 8u
 
 typedef enum kv_wire_type {

@@ -71,6 +71,23 @@ static kv_status l_export(kvt *t, kvt_region r, kvt_desc *o) {
     return st;
 }
 
+static kv_status l_grant(kvt *t, kvt_region r, kvt_ep ep, kvt_peer p, uint64_t off, uint64_t len, uint32_t *id,
+                         kvt_desc *d) {
+    kvp_net *n = N(t);
+    pthread_mutex_lock(&n->mu);
+    kv_status st = kvt_grant(n->cfg.inner, r, ep, p, off, len, id, d);
+    pthread_mutex_unlock(&n->mu);
+    return st;
+}
+
+static kv_status l_revoke(kvt *t, uint32_t id) {
+    kvp_net *n = N(t);
+    pthread_mutex_lock(&n->mu);
+    kv_status st = kvt_revoke(n->cfg.inner, id);
+    pthread_mutex_unlock(&n->mu);
+    return st;
+}
+
 static kv_status l_ep_open(kvt *t, uint32_t owner, kvt_ep *o, kvt_addr *a) {
     kvp_net *n = N(t);
     pthread_mutex_lock(&n->mu);
@@ -159,7 +176,7 @@ static void l_close(kvt *t) { kvp_net_free(N(t)); }
 static const kvt_ops locked_ops = {
     .size = sizeof(kvt_ops), .name = "locked", .reg = l_reg, .dereg = l_dereg, .export_desc = l_export,
     .ep_open = l_ep_open, .connect = l_connect, .submit = l_submit, .send_ctrl = l_send_ctrl,
-    .poll = l_poll, .close = l_close};
+    .poll = l_poll, .close = l_close, .grant = l_grant, .revoke = l_revoke};
 
 /* ---- progress ---------------------------------------------------------------------- */
 

@@ -44,6 +44,15 @@ typedef struct rlink {
     kvt_peer qp_peer; /* the engine's peer (its QP) */
 } rlink;
 
+/* A write grant: its own remotely writable registration (id = the grant's
+ * id, what the grantee names), bound to one link. */
+typedef struct rgrant {
+    bool used;
+    kvt_region id, region;
+    kvt_ep ep;
+    kvt_peer peer;
+} rgrant;
+
 typedef struct rbatch {
     bool used;
     kvt_ep ep;
@@ -61,6 +70,7 @@ typedef struct rdma_kvt {
     uint32_t qp_ep[KVT_RDMA_QPS_MAX], qp_tcp_peer[KVT_RDMA_QPS_MAX]; /* engine peer -> (ep, TCP peer) */
     kvt_region regs[KVT_RDMA_REGIONS_MAX];
     uint32_t n_regs;
+    rgrant grant[KV_NODE_GRANTS_MAX];
     rbatch batch[KVT_RDMA_BATCHES_MAX];
     kvt_event in[KVT_TCP_POLL_EVENTS_MAX];
     kvt_completion done[KVT_TCP_POLL_EVENTS_MAX];
@@ -109,12 +119,19 @@ static kv_status op_reg(kvt *t, void *base, uint64_t len, kvt_mem_kind kind, kvt
     if (st != KV_OK) return st;
     r->regs[r->n_regs++] = *out;
     kvt_rdma_remote_region rr;
-    if (kvt_rdma_export(r->q, *out, &rr) == KV_OK) announce(r, true, &rr);
+    if (kvt_rdma_export(r->q, *out, &rr) == KV_OK) {
+        rr.rkey = 0; /* not writable: only grants are */
+        announce(r, true, &rr);
+    }
     return KV_OK;
 }
 
+static kv_status op_revoke(kvt *t, uint32_t id);
+
 static kv_status op_dereg(kvt *t, kvt_region id) {
     rdma_kvt *r = R(t);
+    for (uint32_t i = 0; i < KV_NODE_GRANTS_MAX; i++)
+        if (r->grant[i].used && r->grant[i].region == id) op_revoke(t, r->grant[i].id);
     kv_status st = kvt_rdma_dereg(r->q, id);
     for (uint32_t i = 0; st == KV_OK && i < r->n_regs; i++)
         if (r->regs[i] == id) r->regs[i] = r->regs[--r->n_regs];
@@ -130,6 +147,55 @@ static kv_status op_export_desc(kvt *t, kvt_region id, kvt_desc *out) {
     return st;
 }
 
+static kv_status start_link(rdma_kvt *r, kvt_ep ep, kvt_peer peer);
+
+/* The window registered again, remotely writable; its rkey is the key. The
+ * grantee's link hears of it (and only that link); offsets stay the
+ * region's: the announced address is the region's start. */
+static kv_status op_grant(kvt *t, kvt_region reg, kvt_ep ep, kvt_peer peer, uint64_t off, uint64_t len,
+                          uint32_t *out_id, kvt_desc *out_desc) {
+    rdma_kvt *r = R(t);
+    kvt_rdma_remote_region rr;
+    if (!out_id || !out_desc) return KV_EINVAL;
+    bool plain = false;
+    for (uint32_t i = 0; i < r->n_regs; i++) plain |= r->regs[i] == reg;
+    if (!plain || kvt_rdma_export(r->q, reg, &rr) != KV_OK || !link_of(r, ep, peer)) return KV_ENOENT;
+    if (len == 0 || off > rr.len || len > rr.len - off) return KV_ERANGE;
+    uint32_t gi = 0;
+    while (gi < KV_NODE_GRANTS_MAX && r->grant[gi].used) gi++;
+    if (gi == KV_NODE_GRANTS_MAX) return KV_ENOMEM;
+    kv_status st = start_link(r, ep, peer); /* the announcement needs a link (a no-op once there is one) */
+    kvt_region id = KVT_NONE;
+    if (st == KV_OK) st = kvt_rdma_reg_remote(r->q, (void *)(uintptr_t)(rr.addr + off), len, &id);
+    if (st != KV_OK) return st;
+    kvt_rdma_remote_region mine;
+    kvt_rdma_export(r->q, id, &mine);
+    kvt_rdma_remote_region ann = {.id = id, .addr = rr.addr, .len = off + len, .rkey = 0};
+    st = send_region(r, ep, peer, true, &ann);
+    if (st != KV_OK) {
+        kvt_rdma_dereg(r->q, id);
+        return st;
+    }
+    r->grant[gi] = (rgrant){.used = true, .id = id, .region = reg, .ep = ep, .peer = peer};
+    *out_id = id;
+    *out_desc = (kvt_desc){.region = id, .len = off + len, .key = {{mine.rkey, 0}}};
+    return KV_OK;
+}
+
+static kv_status op_revoke(kvt *t, uint32_t id) {
+    rdma_kvt *r = R(t);
+    for (uint32_t i = 0; i < KV_NODE_GRANTS_MAX; i++) {
+        rgrant *g = &r->grant[i];
+        if (!g->used || g->id != id) continue;
+        kv_status st = kvt_rdma_dereg(r->q, id);
+        rlink *l = link_of(r, g->ep, g->peer);
+        if (l && l->state != L_NONE) (void)send_region(r, g->ep, g->peer, false, &(kvt_rdma_remote_region){.id = id});
+        memset(g, 0, sizeof *g);
+        return st;
+    }
+    return KV_ENOENT;
+}
+
 /* ---- set-up ------------------------------------------------------------------------ */
 
 static kv_status send_setup(rdma_kvt *r, kvt_ep ep, kvt_peer peer, uint32_t type, const kvt_rdma_qp_info *info) {
@@ -139,7 +205,10 @@ static kv_status send_setup(rdma_kvt *r, kvt_ep ep, kvt_peer peer, uint32_t type
     m->type = type;
     m->info = *info;
     for (uint32_t i = 0; i < r->n_regs; i++)
-        if (kvt_rdma_export(r->q, r->regs[i], &m->region[m->n_regions]) == KV_OK) m->n_regions++;
+        if (kvt_rdma_export(r->q, r->regs[i], &m->region[m->n_regions]) == KV_OK) {
+            m->region[m->n_regions].rkey = 0; /* not writable: only grants are */
+            m->n_regions++;
+        }
     return kvt_send_ctrl(r->ctrl, ep, peer, m, (uint32_t)sizeof *m);
 }
 
@@ -361,6 +430,8 @@ static const kvt_ops rdma_ops = {
     .send_ctrl = op_send_ctrl,
     .poll = op_poll,
     .close = op_close,
+    .grant = op_grant,
+    .revoke = op_revoke,
 };
 
 kv_status kvt_rdma_new(const kv_env *env, const kvt_rdma_cfg *cfg, kvt **out) {

@@ -37,9 +37,9 @@ struct kvt_rdma_qps {
     const kv_env *env;        /* borrowed */
     const kvt_rdma_verbs *v;  /* borrowed */
     uint32_t max_outstanding;
-    kvt_region_entry reg_store[KVT_RDMA_REGIONS_MAX];
+    kvt_region_entry reg_store[KVT_RDMA_LOCAL_MAX];
     kvt_region_tab reg;
-    kvt_rdma_mr mr[KVT_RDMA_REGIONS_MAX]; /* by reg[] slot */
+    kvt_rdma_mr mr[KVT_RDMA_LOCAL_MAX]; /* by reg[] slot */
     rq_peer peer[KVT_RDMA_QPS_MAX];
     rq_batch batch[KVT_RDMA_BATCHES_MAX];
     kvt_rdma_wc wc[KVT_RDMA_WC_BATCH];
@@ -69,7 +69,7 @@ kv_status kvt_rdma_qps_new(const kv_env *env, const kvt_rdma_verbs *verbs, uint3
     q->env = env;
     q->v = verbs;
     q->max_outstanding = max_outstanding;
-    kvt_region_tab_init(&q->reg, q->reg_store, KVT_RDMA_REGIONS_MAX);
+    kvt_region_tab_init(&q->reg, q->reg_store, KVT_RDMA_LOCAL_MAX);
     *out = q;
     return KV_OK;
 }
@@ -88,10 +88,10 @@ static uint32_t reg_slot(kvt_rdma_qps *q, kvt_region id) {
     return r ? kvt_region_slot(&q->reg, r) : UINT32_MAX;
 }
 
-kv_status kvt_rdma_reg(kvt_rdma_qps *q, void *base, uint64_t len, kvt_region *out) {
+static kv_status reg_access(kvt_rdma_qps *q, void *base, uint64_t len, uint32_t access, kvt_region *out) {
     if (!base || !len || !out) return KV_EINVAL;
     kvt_rdma_mr mr;
-    kv_status st = q->v->reg_mr(q->v->ctx, base, len, &mr);
+    kv_status st = q->v->reg_mr(q->v->ctx, base, len, access, &mr);
     if (st != KV_OK) return st;
     st = kvt_region_add(&q->reg, base, len, out);
     if (st != KV_OK) {
@@ -100,6 +100,14 @@ kv_status kvt_rdma_reg(kvt_rdma_qps *q, void *base, uint64_t len, kvt_region *ou
     }
     q->mr[reg_slot(q, *out)] = mr;
     return KV_OK;
+}
+
+kv_status kvt_rdma_reg(kvt_rdma_qps *q, void *base, uint64_t len, kvt_region *out) {
+    return reg_access(q, base, len, KVT_RDMA_ACCESS_LOCAL, out);
+}
+
+kv_status kvt_rdma_reg_remote(kvt_rdma_qps *q, void *base, uint64_t len, kvt_region *out) {
+    return reg_access(q, base, len, KVT_RDMA_ACCESS_REMOTE_WRITE, out);
 }
 
 kv_status kvt_rdma_dereg(kvt_rdma_qps *q, kvt_region r) {
@@ -194,7 +202,7 @@ kv_status kvt_rdma_submit(kvt_rdma_qps *q, kvt_peer pi, const kvt_write *w, uint
         uint32_t s = reg_slot(q, w[i].local);
         const kvt_rdma_remote_region *r = remote_find(p, w[i].remote);
         st = q->v->post_write(q->v->ctx, p->qp, WR_ID(gen, bi, i), q->mr[s].addr + w[i].local_off, q->mr[s].lkey,
-                              r->addr + w[i].remote_off, r->rkey, w[i].len);
+                              r->addr + w[i].remote_off, (uint32_t)w[i].key.w[0], w[i].len);
         if (st != KV_OK) {
             if (i == 0) { /* nothing posted: refused, completes never */
                 b->state = RB_FREE;

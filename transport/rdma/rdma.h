@@ -43,7 +43,11 @@
 #include "kvconn/transport.h"
 
 #define KVT_RDMA_QPS_MAX 64u        /* peers (one RC QP each) */
-#define KVT_RDMA_REGIONS_MAX KV_NODE_REGIONS_MAX /* regions per side */
+#define KVT_RDMA_REGIONS_MAX KV_NODE_REGIONS_MAX /* regions per side (a peer's table: its regions and grants to us) */
+#define KVT_RDMA_LOCAL_MAX (KV_NODE_REGIONS_MAX + KV_NODE_GRANTS_MAX) /* our registrations: regions and grants */
+/* reg_mr access: a plain registration is local only (a source for our
+ * WRITEs); a grant's registration is also remotely writable. */
+enum { KVT_RDMA_ACCESS_LOCAL = 0, KVT_RDMA_ACCESS_REMOTE_WRITE = 1 };
 #define KVT_RDMA_BATCHES_MAX 1024u  /* batches in flight */
 #define KVT_RDMA_WC_BATCH 64u       /* completions reaped per poll_cq call */
 
@@ -86,7 +90,7 @@ typedef struct kvt_rdma_verbs {
     size_t size;        /* sizeof(kvt_rdma_verbs) */
     const char *name;   /* "ibverbs", "fake" */
     void *ctx;          /* the binding's state */
-    kv_status (*reg_mr)(void *ctx, void *addr, uint64_t len, kvt_rdma_mr *out);
+    kv_status (*reg_mr)(void *ctx, void *addr, uint64_t len, uint32_t access, kvt_rdma_mr *out);
     void (*dereg_mr)(void *ctx, kvt_rdma_mr *mr);
     /* RC QP with max_send_wr >= max_outstanding, on the shared send CQ. */
     kv_status (*create_qp)(void *ctx, uint32_t max_outstanding, void **out_qp, kvt_rdma_qp_info *out_info);
@@ -113,8 +117,11 @@ typedef struct kvt_rdma_qps kvt_rdma_qps;
 kv_status kvt_rdma_qps_new(const kv_env *env, const kvt_rdma_verbs *verbs, uint32_t max_outstanding,
                            kvt_rdma_qps **out);
 void kvt_rdma_qps_free(kvt_rdma_qps *q);
-/* Local memory; region ids are never reused. */
+/* Local memory; region ids are never reused. kvt_rdma_reg: local access
+ * only (never writable by a peer); kvt_rdma_reg_remote: remotely writable
+ * (a write grant's window; its rkey is the grant's key). */
 kv_status kvt_rdma_reg(kvt_rdma_qps *q, void *base, uint64_t len, kvt_region *out);
+kv_status kvt_rdma_reg_remote(kvt_rdma_qps *q, void *base, uint64_t len, kvt_region *out);
 kv_status kvt_rdma_dereg(kvt_rdma_qps *q, kvt_region r);
 /* The entry the peer needs for one of our regions. */
 kv_status kvt_rdma_export(kvt_rdma_qps *q, kvt_region r, kvt_rdma_remote_region *out);
@@ -128,7 +135,8 @@ kv_status kvt_rdma_peer_connect(kvt_rdma_qps *q, kvt_peer p, const kvt_rdma_qp_i
  * removed id is refused with KV_ERANGE (and the peer's NIC refuses WRs
  * already posted with its revoked rkey: REM_ACCESS_ERR). */
 kv_status kvt_rdma_peer_region(kvt_rdma_qps *q, kvt_peer p, const kvt_rdma_remote_region *add, kvt_region del);
-/* Posts a batch: KV_EINVAL / KV_ENOENT / KV_ERANGE (local or remote range),
+/* Posts a batch; each entry's rkey is the one its writer presents
+ * (kvt_write.key.w[0], the grant's key), never one from the table: KV_EINVAL / KV_ENOENT / KV_ERANGE (local or remote range),
  * KV_EFULL (per-QP outstanding limit or batch table) post nothing and
  * complete never; KV_OK completes exactly once. */
 kv_status kvt_rdma_submit(kvt_rdma_qps *q, kvt_peer p, const kvt_write *w, uint32_t n, uint64_t tag);
@@ -145,13 +153,22 @@ kv_status kvt_rdma_wc_status(uint32_t wc_status);
  * WRITE per entry, straight from our registered region into the peer's),
  * control and connection set-up through a TCP kvt (tcp.h) it owns:
  *   - ep_open, send_ctrl, the ctrl events and PEER_DOWN are the TCP kvt's;
- *   - reg/dereg/export_desc register memory with the NIC (host only); a
- *     reg or dereg after set-up is announced to every link (REGION ctrl
- *     message, ordered before anything sent after it on that link), so
- *     per-pull grants (transport.h) work: the peer learns a grant before the
- *     pull that names it, and a revoked one is refused at submit and, for
- *     WRs already posted, by our NIC (the MR and its rkey are gone). Each
- *     grant is an ibv_reg_mr here; memory windows would be the cheap way;
+ *   - reg/dereg/export_desc register memory with the NIC (host memory only)
+ *     with local access only: no peer can write a plain region (its table
+ *     entry carries rkey 0). A reg or dereg after set-up is announced to
+ *     every link (REGION ctrl message, ordered before anything sent after it
+ *     on that link);
+ *   - grant(r, ep, peer, off, len) registers the window [off, off + len) of
+ *     r again, remotely writable (ibv_reg_mr with REMOTE_WRITE): the grant's
+ *     key is that registration's rkey (key.w[0]; the NIC chooses it). The
+ *     grant is announced (id, the region's address, the window's end, rkey
+ *     0) to the grantee's link only, before the pull that names it; the rkey
+ *     travels in the pull (kvt_desc.key) and the writer presents it with
+ *     every entry. revoke deregisters it and tells that link: a later submit
+ *     is refused, and WRs already posted are refused by our NIC (the MR and
+ *     its rkey are gone: REM_ACCESS_ERR at the writer). The NIC checks rkey
+ *     and range; it does not bind an MR to one QP (a type-2 memory window
+ *     bound on the grantee's QP would; transport/README.md);
  *   - connect(ep, addr) connects the TCP ctrl channel and starts the QP
  *     set-up: our QP is created and a SETUP ctrl message (our QP info and
  *     region table: id, addr, len, rkey) goes to the peer, which creates its

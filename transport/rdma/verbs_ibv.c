@@ -21,9 +21,12 @@ typedef struct ibv_state {
     struct ibv_wc wc[KVT_RDMA_WC_BATCH];
 } ibv_state;
 
-static kv_status v_reg_mr(void *ctx, void *addr, uint64_t len, kvt_rdma_mr *out) {
+static kv_status v_reg_mr(void *ctx, void *addr, uint64_t len, uint32_t access, kvt_rdma_mr *out) {
     ibv_state *s = ctx;
-    struct ibv_mr *mr = ibv_reg_mr(s->pd, addr, (size_t)len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    /* a plain registration: local access only (never writable by a peer) */
+    unsigned int flags = (unsigned int)IBV_ACCESS_LOCAL_WRITE;
+    if (access == KVT_RDMA_ACCESS_REMOTE_WRITE) flags |= (unsigned int)IBV_ACCESS_REMOTE_WRITE;
+    struct ibv_mr *mr = ibv_reg_mr(s->pd, addr, (size_t)len, flags);
     if (!mr) return KV_EIO;
     *out = (kvt_rdma_mr){.handle = mr, .addr = (uint64_t)(uintptr_t)addr, .lkey = mr->lkey, .rkey = mr->rkey};
     return KV_OK;

@@ -7,8 +7,11 @@
  *                 side sends; the accepting side maps the connection to the
  *                 peer id of that address on its endpoint (no reply).
  *   CTRL      (2) 0..KV_WIRE_MAX bytes of control message.
- *   WRITE     (3) tag:u64 index:u32 count:u32 region:u32 offset:u64 dlen:u32
- *                 then dlen (<= KVT_TCP_ENTRY_MAX) bytes; len == 33 + dlen.
+ *   WRITE     (3) tag:u64 index:u32 count:u32 grant:u32 offset:u64 dlen:u32
+ *                 key:u64[2] then dlen (<= KVT_TCP_ENTRY_MAX) bytes;
+ *                 len == 49 + dlen. grant and key are the receiver's write
+ *                 grant (transport.h, "write capabilities"); offset is from
+ *                 the start of the granted region.
  *                 Entry `index` of a batch of `count` entries. tag is the
  *                 sender's internal wire id of the batch (never the user tag,
  *                 so a late ack can never complete a reused user tag). The
@@ -37,10 +40,14 @@
  * an unknown type, a frame before HELLO on an accepted connection, or a bad
  * field disconnects that connection with an error logged.
  *
- * The owning side bounds-checks every WRITE (region registered, offset + dlen
- * <= region length, overflow-safe) before any byte lands; an out-of-range
- * entry's bytes are read and discarded and it counts as failed. The region is
- * looked up again for every chunk, so a dereg mid-entry fails the entry.
+ * The owning side checks every WRITE before any byte lands: a live grant by
+ * that id, its key, granted to this connection's (endpoint, peer), the entry
+ * inside its window (kvt_grant_check), and inside the region (overflow-safe).
+ * A refused entry's bytes are read and discarded, it counts as failed (the
+ * connection stays up), and the refusal is counted (kvt_tcp_stats) and
+ * logged, rate-limited like the handshake's. The grant and the region are
+ * looked up again for every chunk, so a revoke or dereg mid-entry fails the
+ * entry.
  *
  * Memory: every table and buffer is allocated in kvt_tcp_new. Each
  * connection has a receive buffer of 4 + KVT_TCP_FRAME_MAX bytes, a send
@@ -125,6 +132,7 @@
 #define PENDING_PER_ADDR_DEFAULT 8u   /* of them from one IP address */
 #define AUTH_LOG_FIRST 16u   /* rejections logged one by one, then every AUTH_LOG_EVERY-th */
 #define AUTH_LOG_EVERY 1024u
+#define WRITE_KEY_AT 32u     /* the key's place in a WRITE header */
 
 enum { CS_FREE = 0, CS_CONNECTING, CS_OPEN, CS_FAILED };
 /* Where a connection's handshake stands. AU_OK: it may carry traffic. */
@@ -214,6 +222,8 @@ typedef struct tcp {
     tc_ep *ep;         /* [EPS_MAX] */
     tc_region reg_store[KVT_TCP_REGIONS_MAX];
     kvt_region_tab reg;
+    kvt_grant_entry grant_store[KVT_TCP_GRANTS_MAX];
+    kvt_grant_tab grants;
     tc_conn *conn;     /* [CONNS_MAX] */
     tc_batch *batch;   /* [BATCHES_MAX] */
     uint8_t *rx_slab;  /* [CONNS_MAX * RX_CAP] */
@@ -252,6 +262,10 @@ static uint32_t get32(const uint8_t *p) {
 static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
 
 static tc_region *find_region(tcp *s, kvt_region id) { return kvt_region_find(&s->reg, id); }
+
+/* Rate limit of every refusal's log line: the first AUTH_LOG_FIRST, then one
+ * in AUTH_LOG_EVERY (the line carries the running count). */
+static bool log_due(uint64_t n) { return n <= AUTH_LOG_FIRST || n % AUTH_LOG_EVERY == 0; }
 
 static tc_ep *find_ep(tcp *s, kvt_ep ep) { return (ep < s->n_eps && s->ep[ep].open) ? &s->ep[ep] : NULL; }
 
@@ -432,7 +446,7 @@ static void proto_error(tcp *s, uint32_t ci, const char *what) {
 static void auth_reject(tcp *s, uint32_t ci, uint64_t *counter, const char *what) {
     const tc_conn *c = &s->conn[ci];
     uint64_t n = ++*counter;
-    if (n <= AUTH_LOG_FIRST || n % AUTH_LOG_EVERY == 0)
+    if (log_due(n))
         kv_logf(s->env, KV_LOG_WARN, "tcp: ep %u: connection %s %s: %s; closed (%llu so far)", c->ep,
                 c->peer != TC_NONE ? "to" : "from", c->peer != TC_NONE ? s->ep[c->ep].peer[c->peer].addr.s : c->from,
                 what, (unsigned long long)n);
@@ -570,12 +584,32 @@ static kv_status op_dereg(kvt *t, kvt_region id) {
             conn_fail(s, ci);
         }
     }
+    kvt_grant_remove_region(&s->grants, id);
     return kvt_region_remove(&s->reg, id);
 }
 
 static kv_status op_export_desc(kvt *t, kvt_region id, kvt_desc *out) {
     return kvt_region_desc(&T(t)->reg, id, out);
 }
+
+/* A grant's key: 128 bits from libsodium's CSPRNG (never all zero). */
+static kv_status op_grant(kvt *t, kvt_region r, kvt_ep ep, kvt_peer peer, uint64_t off, uint64_t len, uint32_t *out_id,
+                          kvt_desc *out_desc) {
+    tcp *s = T(t);
+    if (!out_id || !out_desc) return KV_EINVAL;
+    const tc_region *reg = find_region(s, r);
+    const tc_ep *e = find_ep(s, ep);
+    if (!reg || !e || peer >= e->n_peers) return KV_ENOENT;
+    if (len == 0 || !range_ok(reg, off, len)) return KV_ERANGE;
+    if (kv_auth_init() != KV_OK) return KV_EIO;
+    kvt_key key = {{0, 0}};
+    while (kvt_key_zero(&key)) kv_auth_random(&key, sizeof key);
+    kv_status st = kvt_grant_add(&s->grants, r, ep, peer, off, len, &key, out_id);
+    if (st == KV_OK) *out_desc = (kvt_desc){.region = *out_id, .len = off + len, .key = key};
+    return st;
+}
+
+static kv_status op_revoke(kvt *t, uint32_t id) { return kvt_grant_remove(&T(t)->grants, id); }
 
 /* ---- transport ops: endpoints ---------------------------------------------------- */
 
@@ -661,6 +695,8 @@ static void put_entry(tcp *s, tc_conn *c, uint64_t wire, uint32_t i, uint32_t n,
     put32(h + 16, w->remote);
     put64(h + 20, w->remote_off);
     put32(h + 28, w->len);
+    put64(h + WRITE_KEY_AT, w->key.w[0]);
+    put64(h + WRITE_KEY_AT + 8, w->key.w[1]);
     tx_frame_start(c);
     tx_frame_hdr(c, 1u + KVT_TCP_WRITE_HDR + w->len, KVT_TCP_WRITE);
     tx_put(c, h, sizeof h);
@@ -866,6 +902,28 @@ static bool on_ack(tcp *s, uint32_t ci, evout *o, const uint8_t *p, uint32_t len
     return true;
 }
 
+/* The owner's check of one WRITE entry (c->s_region names the grant):
+ * refusals are counted by reason and logged, rate-limited. */
+static bool write_allowed(tcp *s, const tc_conn *c, const kvt_key *key, uint32_t dlen) {
+    kvt_grant_verdict v = kvt_grant_check(&s->grants, c->s_region, key, c->ep, c->peer, c->s_off, dlen);
+    if (v == KVT_GRANT_OK) {
+        const kvt_grant_entry *g = kvt_grant_find(&s->grants, c->s_region);
+        const tc_region *r = find_region(s, g->region);
+        if (r && range_ok(r, c->s_off, dlen)) return true;
+        v = KVT_GRANT_OUTSIDE;
+    }
+    uint64_t *by[] = {[KVT_GRANT_NONE] = &s->st.write_no_grant, [KVT_GRANT_BAD_KEY] = &s->st.write_bad_key,
+                      [KVT_GRANT_WRONG_PEER] = &s->st.write_wrong_peer, [KVT_GRANT_OUTSIDE] = &s->st.write_outside};
+    ++*by[v];
+    uint64_t n = ++s->st.write_refused;
+    if (log_due(n))
+        kv_logf(s->env, KV_LOG_WARN,
+                "tcp: ep %u peer %s: WRITE refused (grant %u, offset %llu, %u bytes): %s (%llu so far)", c->ep,
+                c->peer < s->ep[c->ep].n_peers ? s->ep[c->ep].peer[c->peer].addr.s : "?", c->s_region,
+                (unsigned long long)c->s_off, dlen, kvt_grant_verdict_str(v), (unsigned long long)n);
+    return false;
+}
+
 /* Validates a WRITE header and arms the sink; false on a protocol error. */
 static bool on_write_hdr(tcp *s, tc_conn *c, const uint8_t *p, uint32_t len) {
     uint32_t dlen = get32(p + 28);
@@ -877,8 +935,8 @@ static bool on_write_hdr(tcp *s, tc_conn *c, const uint8_t *p, uint32_t len) {
     if (dlen != len - 1u - KVT_TCP_WRITE_HDR || c->s_count == 0 || c->s_count > KVT_BATCH_WRITES_MAX ||
         c->s_index >= c->s_count)
         return false;
-    const tc_region *r = find_region(s, c->s_region);
-    c->s_ok = r && range_ok(r, c->s_off, dlen);
+    kvt_key key = {{get64(p + WRITE_KEY_AT), get64(p + WRITE_KEY_AT + 8)}};
+    c->s_ok = write_allowed(s, c, &key, dlen);
     c->s_left = dlen;
     c->big = dlen >= RECV_DIRECT_MIN;
     c->sink = true;
@@ -892,7 +950,8 @@ static bool on_write_hdr(tcp *s, tc_conn *c, const uint8_t *p, uint32_t len) {
 /* Where the next k sink bytes go, or NULL to discard (region gone). */
 static uint8_t *sink_dst(tcp *s, tc_conn *c, uint32_t k) {
     if (!c->s_ok) return NULL;
-    const tc_region *r = find_region(s, c->s_region);
+    const kvt_grant_entry *g = kvt_grant_find(&s->grants, c->s_region);
+    const tc_region *r = g ? find_region(s, g->region) : NULL;
     if (!r || !range_ok(r, c->s_off, k)) {
         c->s_ok = false;
         return NULL;
@@ -1184,7 +1243,7 @@ static void accept_some(tcp *s, uint32_t ep) {
         uint32_t ci = conn_alloc(s);
         if (ci == TC_NONE || !set_nonblock(fd)) {
             uint64_t n = ++s->st.refused_no_slot;
-            if (n <= AUTH_LOG_FIRST || n % AUTH_LOG_EVERY == 0)
+            if (log_due(n))
                 kv_logf(s->env, KV_LOG_WARN, "tcp: ep %u: no connection slot; incoming connection closed (%llu so far)",
                         ep, (unsigned long long)n);
             close(fd);
@@ -1335,6 +1394,8 @@ static const kvt_ops tcp_ops = {
     .reg = op_reg,
     .dereg = op_dereg,
     .export_desc = op_export_desc,
+    .grant = op_grant,
+    .revoke = op_revoke,
     .ep_open = op_ep_open,
     .connect = op_connect,
     .submit = op_submit,
@@ -1371,6 +1432,7 @@ kv_status kvt_tcp_new(const kv_env *env, const char *bind_host, kvt **out) {
     s->self = (kvt){.ops = &tcp_ops, .impl = s};
     memcpy(s->host, bind_host, hl);
     kvt_region_tab_init(&s->reg, s->reg_store, KVT_TCP_REGIONS_MAX);
+    kvt_grant_tab_init(&s->grants, s->grant_store, KVT_TCP_GRANTS_MAX);
     s->hello_deadline_ns = (uint64_t)HELLO_DEADLINE_MS_DEFAULT * 1000000u;
     s->pending_max = PENDING_MAX_DEFAULT;
     s->pending_per_addr = PENDING_PER_ADDR_DEFAULT;

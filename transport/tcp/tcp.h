@@ -7,9 +7,12 @@
  * The wire protocol is documented at the top of tcp.c.
  *
  * Semantics mirror the sim backend (sim/sim_net.h):
- *  - regions are host memory only (KVT_MEM_CUDA -> KV_ENOSYS); remote writes
- *    are bounds-checked by the node that owns the region; out-of-range entries
- *    count as failed and the batch completes KV_ERANGE;
+ *  - regions are host memory only (KVT_MEM_CUDA -> KV_ENOSYS); a peer writes
+ *    only through a live grant (its id and 128-bit key from libsodium's
+ *    randombytes_buf, bound to one (endpoint, peer) and a window), checked by
+ *    the node that owns the region; a refused entry counts as failed (the
+ *    batch completes KV_ERANGE) and in kvt_tcp_stats, and is logged
+ *    (rate-limited);
  *  - exactly one KVT_EV_DONE per accepted batch: when the peer's ack arrives
  *    (KV_OK / KV_ERANGE), at the deadline (KV_ETIMEDOUT; deadline 0 = none) or
  *    when the connection drops first (KV_ECONNRESET); a rejected submit
@@ -46,6 +49,7 @@
 #define KVT_TCP_EPS_MAX 16u        /* endpoints per kvt */
 #define KVT_TCP_PEERS_MAX 64u      /* peers per endpoint */
 #define KVT_TCP_REGIONS_MAX KV_NODE_REGIONS_MAX /* registered regions per kvt */
+#define KVT_TCP_GRANTS_MAX KV_NODE_GRANTS_MAX   /* live write grants per kvt */
 #define KVT_TCP_BATCHES_MAX 1024u  /* in-flight batches per kvt (power of 2) */
 #define KVT_TCP_CONNS_MAX 64u      /* open TCP connections per kvt */
 #define KVT_TCP_POLL_EVENTS_MAX 256u /* events one poll() hands out at most */
@@ -64,7 +68,7 @@ enum {
     KVT_TCP_CHAL = 5,  /* with a cluster secret: the acceptor's nonce and MAC */
     KVT_TCP_PROOF = 6  /* with a cluster secret: the dialer's MAC */
 };
-#define KVT_TCP_WRITE_HDR 32u /* WRITE payload bytes before the data */
+#define KVT_TCP_WRITE_HDR 48u /* WRITE payload bytes before the data (the grant's key included) */
 #define KVT_TCP_ACK_LEN 16u   /* WRITE_ACK payload bytes */
 
 /* bind_host: an IPv4 literal the endpoints listen on and advertise. */
@@ -98,6 +102,13 @@ typedef struct kvt_tcp_stats {
     uint64_t protocol_errors; /* closed: malformed frames (no secret involved) */
     uint64_t refused_no_slot; /* incoming connections closed at once: every slot taken */
     uint64_t evicted;         /* connections in their HELLO closed to admit a newer one */
+    /* WRITE entries refused by the owner's grant check (the entry fails,
+     * the connection stays): write_refused is the sum of the four reasons */
+    uint64_t write_refused;
+    uint64_t write_no_grant;   /* no live grant by that id (never granted, or revoked) */
+    uint64_t write_bad_key;    /* a live grant, another key (or none) */
+    uint64_t write_wrong_peer; /* the key of a grant made for another peer or endpoint */
+    uint64_t write_outside;    /* outside the grant's window */
 } kvt_tcp_stats;
 void kvt_tcp_stats_get(kvt *t, kvt_tcp_stats *out);
 
