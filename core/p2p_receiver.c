@@ -484,6 +484,22 @@ static void process_result(kv_p2p_receiver *r, rcv_batch *b, const kv_wire_xfer_
     }
 }
 
+/* P's error text, quoted as it came on the wire (vLLM logs the response's
+ * err_msg): a peer's bytes, so anything outside printable ASCII becomes '?'
+ * and one log line stays one line. */
+static void quote_err(kv_p2p_receiver *r, const rcv_batch *b, const kv_wire_xfer_resp *resp) {
+    if (!resp->err_msg[0]) return;
+    char text[sizeof resp->err_msg];
+    size_t n = 0;
+    for (; n + 1 < sizeof text && resp->err_msg[n]; n++) {
+        unsigned char ch = (unsigned char)resp->err_msg[n];
+        text[n] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+    }
+    text[n] = 0;
+    kv_logf(RCV_ENV(r), KV_LOG_INFO, "receiver: batch %u rank %u %s: \"%s\"", b->id, resp->p_tp_rank,
+            resp->status == KV_XFER_ERROR ? "ERROR" : resp->status == KV_XFER_FINISH ? "FINISH" : "CONTINUE", text);
+}
+
 static void on_resp(kv_p2p_receiver *r, const kv_wire_xfer_resp *resp) {
     for (uint32_t i = 0; i < RCV_BATCHES_MAX; i++) {
         rcv_batch *b = &r->batch[i];
@@ -491,6 +507,7 @@ static void on_resp(kv_p2p_receiver *r, const kv_wire_xfer_resp *resp) {
         for (uint32_t k = 0; k < b->n_tasks; k++) {
             rcv_task *t = &b->task[k];
             if (t->p_rank != resp->p_tp_rank || t->done) continue;
+            quote_err(r, b, resp);
             /* P rank done with this batch: its grants go before any of
              * the batch's requests is reported below */
             if (resp->status != KV_XFER_CONTINUE) revoke_task(r, t);

@@ -141,8 +141,11 @@ static void gen_faults(sim_choice *c, sim_world_cfg *cfg, uint32_t swarm, uint32
         case SIM_F_STORE_EVICT: f->arg = pick(c, 1, 200); break;
         case SIM_F_SENDER_EXCEPTION:
         case SIM_F_SENDER_ERR_REQ:
-        case SIM_F_SENDER_DROP_RESP:
-        case SIM_F_TE_ERROR: f->target = sim_choice_below(c, cfg->n_p); break;
+        case SIM_F_SENDER_DROP_RESP: f->target = sim_choice_below(c, cfg->n_p); break;
+        case SIM_F_TE_ERROR:
+            f->target = sim_choice_below(c, cfg->n_p);
+            f->arg = sim_choice_below(c, SIM_TE_ERROR_CODES); /* which transfer-engine code */
+            break;
         case SIM_F_PEER_CRASH: /* drawn by gen_crashes */
         case SIM_F_PEER_HANG:
         case SIM_F_ABORT_ON_KV: /* drawn by gen_step_aborts */

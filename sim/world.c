@@ -544,6 +544,12 @@ void sim_world_free(sim_world *w) {
     free(w);
 }
 
+int32_t sim_te_error_code(uint32_t arg) {
+    static const int32_t codes[SIM_TE_ERROR_CODES] = {-1,   -2,   -3,   -4,   -6,   -7,   -8,   -101, -102,
+                                                      -103, -104, -200, -201, -202, -300, -301, -302, -303};
+    return codes[arg % SIM_TE_ERROR_CODES];
+}
+
 /* ---- building --------------------------------------------------------------- */
 
 void sim_world_cfg_default(sim_world_cfg *c) {
@@ -830,7 +836,7 @@ static void apply_fault(sim_world *w, const sim_fault *f) {
     }
     case SIM_F_TE_ERROR: {
         const kv_engine *e = w->eng[f->target % w->cfg->n_p];
-        for (uint32_t r = 0; r < e->cfg.tp; r++) sim_net_fault_batch(w->net, e->cfg.node + 1 + r, SIM_TE_ERROR_CODE, 1);
+        for (uint32_t r = 0; r < e->cfg.tp; r++) sim_net_fault_batch(w->net, e->cfg.node + 1 + r, sim_te_error_code(f->arg), 1);
         break;
     }
     case SIM_F_NET_RESET: {

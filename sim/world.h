@@ -35,7 +35,7 @@ typedef enum sim_fault_kind {
     SIM_F_SENDER_DROP_RESP,   /* target: P engine: next response lost (D times out) */
     SIM_F_BOOT_DOWN,          /* arg: ms the bootstrap answers "unknown" */
     SIM_F_TE_ERROR,           /* target: P engine: next batch fails (TE nonzero:
-                               * SIM_TE_ERROR_CODE) */
+                               * sim_te_error_code(arg)) */
     SIM_F_NET_RESET,          /* target: P engine, arg: D engine */
     SIM_F_NET_DELAY,          /* arg: extra ms for 50 ms */
     SIM_F_STORE_PUT_FAIL,     /* arg+1 puts fail */
@@ -75,8 +75,16 @@ typedef enum sim_fault_kind {
 #define SIM_F_KIND_COUNT_V5 ((uint32_t)SIM_F_STORE_CRASH)
 const char *sim_fault_name(uint32_t kind);
 /* The transfer engine's return code (kvt_completion.provider_err) for the
- * batch a te_error fault fails; the transport's status is KV_EIO. */
-#define SIM_TE_ERROR_CODE (-1)
+ * batch a te_error fault fails; the transport's status is KV_EIO. The codes
+ * are the Mooncake transfer engine's (its error.h: invalid argument -1,
+ * too many requests -2, address not registered -3, batch busy -4, device
+ * not found -6, address overlapped -7, not a local segment -8, DNS -101,
+ * socket -102, malformed JSON -103, handshake rejected -104, metadata
+ * -200, endpoint -201, context -202, NUMA -300, clock -301, memory -302,
+ * not implemented -303); arg picks one (mod SIM_TE_ERROR_CODES), so 0 is
+ * -1 (once the code of every te_error, whatever its arg). */
+#define SIM_TE_ERROR_CODES 18u
+int32_t sim_te_error_code(uint32_t arg);
 
 typedef struct sim_fault {
     uint64_t at_ns;

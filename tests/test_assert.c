@@ -941,7 +941,7 @@ Test(peer_input, a_failed_transfer_round_names_the_transfer_engine_code) {
     cr_assert(!R.violated, "%s: %s", kv_inv_name(R.inv), R.detail);
     cr_assert_eq(R.requests_ok, 1);
     char want[KV_ERR_MSG_MAX];
-    snprintf(want, sizeof want, "Mooncake transfer engine returned %d", SIM_TE_ERROR_CODE);
+    snprintf(want, sizeof want, "Mooncake transfer engine returned %d", sim_te_error_code(0));
     cr_expect_str_eq(failed_round_text, want);
 }
 
