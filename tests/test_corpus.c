@@ -368,30 +368,36 @@ Test(corpus, conformance_scenarios_meet_their_expectations, .timeout = 300) {
 
 /* A wrong or unknown expectation fails, and the message names the file, the
  * line and what differed. */
-static void expect_fails(const char *expect_line, const char *needle) {
-    char path[] = "/tmp/kvconn-expect-XXXXXX";
+/* Writes TEXT as a scenario file, replays its expectations, removes it:
+ * true when they all held; msg says what differed, path is the file it
+ * was written to, n counts the expect lines checked. */
+static bool expects_of(const char *text, char *path, char *msg, size_t cap, uint32_t *n) {
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
     FILE *f = fdopen(fd, "w");
     cr_assert_not_null(f);
-    fprintf(f, "# negative test\nkvs 6\nseed 3\ntopology p=1 d=1\nreq at=1000000 prompt=40 max=4 seq=1\n"
-               "# expect clean\n%s\n",
-            expect_line);
+    fputs(text, f);
     fclose(f);
     static sim_scenario sc;
     sim_parse_error err;
     cr_assert_eq(sim_scenario_load(path, &sc, &err), KV_OK, "%s", err.msg);
     sim_world *w;
     cr_assert_eq(sim_world_new(&w), KV_OK);
-    char msg[1024] = "";
-    uint32_t n = 0;
-    bool ok = replay_expects(w, path, &sc, msg, sizeof msg, &n);
+    bool ok = replay_expects(w, path, &sc, msg, cap, n);
     sim_world_free(w);
     unlink(path);
-    cr_assert(!ok, "'%s' passed", expect_line);
-    char where[64];
-    snprintf(where, sizeof where, ":7: ");
-    cr_assert(strstr(msg, path) && strstr(msg, where), "message does not name the file and line 7: %s", msg);
+    return ok;
+}
+
+static void expect_fails(const char *expect_line, const char *needle) {
+    char path[] = "/tmp/kvconn-expect-XXXXXX", text[512], msg[1024] = "";
+    snprintf(text, sizeof text,
+             "# negative test\nkvs 6\nseed 3\ntopology p=1 d=1\nreq at=1000000 prompt=40 max=4 seq=1\n"
+             "# expect clean\n%s\n",
+             expect_line);
+    uint32_t n = 0;
+    cr_assert(!expects_of(text, path, msg, sizeof msg, &n), "'%s' passed", expect_line);
+    cr_assert(strstr(msg, path) && strstr(msg, ":7: "), "message does not name the file and line 7: %s", msg);
     cr_assert(strstr(msg, needle), "message '%s' lacks '%s'", msg, needle);
 }
 
@@ -412,24 +418,12 @@ Test(corpus, wrong_expectations_fail) {
 /* The same scenario with right expectations passes (the negative test's
  * control). */
 Test(corpus, right_expectations_pass) {
-    char path[] = "/tmp/kvconn-expect-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    FILE *f = fdopen(fd, "w");
-    fprintf(f, "kvs 6\nseed 3\ntopology p=1 d=1\nreq at=1000000 prompt=40 max=4 seq=1\n# expect clean\n"
-               "# expect req 0 ok\n# expect ok 1\n# expect errors 0\n# expect finished_recving 1\n"
-               "# expect finished_sending >=1\n# expect load_errors <=0\n");
-    fclose(f);
-    static sim_scenario sc;
-    sim_parse_error err;
-    cr_assert_eq(sim_scenario_load(path, &sc, &err), KV_OK, "%s", err.msg);
-    sim_world *w;
-    cr_assert_eq(sim_world_new(&w), KV_OK);
-    char msg[1024] = "";
+    char path[] = "/tmp/kvconn-expect-XXXXXX", msg[1024] = "";
     uint32_t n = 0;
-    bool ok = replay_expects(w, path, &sc, msg, sizeof msg, &n);
-    sim_world_free(w);
-    unlink(path);
+    bool ok = expects_of("kvs 6\nseed 3\ntopology p=1 d=1\nreq at=1000000 prompt=40 max=4 seq=1\n# expect clean\n"
+                         "# expect req 0 ok\n# expect ok 1\n# expect errors 0\n# expect finished_recving 1\n"
+                         "# expect finished_sending >=1\n# expect load_errors <=0\n",
+                         path, msg, sizeof msg, &n);
     cr_assert(ok, "%s", msg);
     cr_assert_eq(n, 7);
 }
