@@ -181,10 +181,10 @@ void chk_saved_req_done(sim_check *c, const kv_m_req_done *d);
 void chk_saved_end(sim_check *c);
 /* check_stray.c */
 void chk_stray_abort(sim_check *c, uint32_t engine, const kv_msg *m);
-/* check_hit.c */
+/* check_grant.c */
 void chk_grant_event(sim_check *c);
 void chk_grant_end(sim_check *c);
-
+/* check_hit.c */
 void chk_hit_arrive(sim_check *c, uint32_t engine, const kv_msg *m);
 void chk_hit_execute(sim_check *c, uint32_t engine, uint32_t rank, const kv_msg *m);
 void chk_hit_end(sim_check *c);

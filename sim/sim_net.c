@@ -360,13 +360,6 @@ static kv_status op_export_desc(kvt *t, kvt_region id, kvt_desc *out) {
     return kvt_region_desc(&nd->reg, id, out);
 }
 
-static uint64_t mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* Deterministic and free of the choice stream: (node, counter) mixed. */
 static kv_status op_grant(kvt *t, kvt_region r, kvt_ep ep, kvt_peer peer, uint64_t off, uint64_t len, uint32_t *out_id,
                           kvt_desc *out_desc) {
@@ -378,7 +371,7 @@ static kv_status op_grant(kvt *t, kvt_region r, kvt_ep ep, kvt_peer peer, uint64
     if (!reg || !e || peer >= e->n_peers) return KV_ENOENT;
     if (len == 0 || !range_ok(reg, off, len)) return KV_ERANGE;
     uint64_t c = ++nd->grant_ctr;
-    kvt_key key = {{mix64(((uint64_t)nd->index << 40) ^ c), mix64(mix64(c) ^ nd->index)}};
+    kvt_key key = {{sim_mix64(((uint64_t)nd->index << 40) ^ c), sim_mix64(sim_mix64(c) ^ nd->index)}};
     if (kvt_key_zero(&key)) key.w[0] = 1;
     kv_status st = kvt_grant_add(&nd->grants, r, ep, peer, off, len, &key, out_id);
     if (st == KV_OK) *out_desc = (kvt_desc){.region = *out_id, .len = off + len, .key = key};
@@ -570,8 +563,9 @@ static sn_region *granted(sim_net *net, const sn_pkt *p, const kvt_write *w) {
     sn_node *dst = &net->node[p->dst];
     const sn_ep *e = find_ep(dst, p->dst_ep);
     uint32_t peer = e ? find_peer(e, p->src, p->src_ep) : KVT_NONE;
-    kvt_grant_verdict v = kvt_grant_check(&dst->grants, w->remote, &w->key, p->dst_ep, peer, w->remote_off, w->len);
-    const kvt_grant_entry *g = v == KVT_GRANT_OK ? kvt_grant_find(&dst->grants, w->remote) : NULL;
+    const kvt_grant_entry *g = NULL;
+    kvt_grant_verdict v =
+        kvt_grant_check(&dst->grants, w->remote, &w->key, p->dst_ep, peer, w->remote_off, w->len, &g);
     sn_region *rr = g ? find_region(dst, g->region) : NULL;
     if (g && (!rr || !range_ok(rr, w->remote_off, w->len))) v = KVT_GRANT_OUTSIDE;
     if (v == KVT_GRANT_OK) return rr;

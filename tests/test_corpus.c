@@ -366,8 +366,6 @@ Test(corpus, conformance_scenarios_meet_their_expectations, .timeout = 300) {
     cr_assert_geq(files, 10, "conformance corpus has %u scenarios", files);
 }
 
-/* A wrong or unknown expectation fails, and the message names the file, the
- * line and what differed. */
 /* Writes TEXT as a scenario file, replays its expectations, removes it:
  * true when they all held; msg says what differed, path is the file it
  * was written to, n counts the expect lines checked. */
@@ -389,6 +387,8 @@ static bool expects_of(const char *text, char *path, char *msg, size_t cap, uint
     return ok;
 }
 
+/* A wrong or unknown expectation fails, and the message names the file, the
+ * line and what differed. */
 static void expect_fails(const char *expect_line, const char *needle) {
     char path[] = "/tmp/kvconn-expect-XXXXXX", text[512], msg[1024] = "";
     snprintf(text, sizeof text,

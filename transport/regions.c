@@ -106,13 +106,14 @@ void kvt_grant_remove_region(kvt_grant_tab *t, kvt_region r) {
 }
 
 kvt_grant_verdict kvt_grant_check(kvt_grant_tab *t, uint32_t id, const kvt_key *k, kvt_ep ep, kvt_peer peer,
-                                  uint64_t off, uint64_t len) {
+                                  uint64_t off, uint64_t len, const kvt_grant_entry **out) {
     const kvt_grant_entry *g = kvt_grant_find(t, id);
     if (!g) return KVT_GRANT_NONE;
     if (!kvt_key_eq(&g->key, k)) return KVT_GRANT_BAD_KEY;
     if (g->ep != ep || g->peer != peer) return KVT_GRANT_WRONG_PEER;
     /* off + len within [g->off, g->off + g->len), without overflow */
     if (off < g->off || off - g->off > g->len || len > g->len - (off - g->off)) return KVT_GRANT_OUTSIDE;
+    if (out) *out = g;
     return KVT_GRANT_OK;
 }
 

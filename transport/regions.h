@@ -99,9 +99,10 @@ kv_status kvt_grant_remove(kvt_grant_tab *t, uint32_t id);
 void kvt_grant_remove_region(kvt_grant_tab *t, kvt_region r);
 kvt_grant_entry *kvt_grant_find(kvt_grant_tab *t, uint32_t id);
 /* The check of one WRITE entry of len bytes at off through grant id,
- * presented with key k by (ep, peer). */
+ * presented with key k by (ep, peer); on KVT_GRANT_OK *out (if out) is the
+ * grant, whose region the entry lands in. */
 kvt_grant_verdict kvt_grant_check(kvt_grant_tab *t, uint32_t id, const kvt_key *k, kvt_ep ep, kvt_peer peer,
-                                  uint64_t off, uint64_t len);
+                                  uint64_t off, uint64_t len, const kvt_grant_entry **out);
 /* A short name of a verdict, for log lines. */
 const char *kvt_grant_verdict_str(kvt_grant_verdict v);
 /* Constant time in the key's bytes. */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "apps/kvnode/http_boot.h"
+#include "apps/kvnode/kvnode.h"
 #include "util/json.h"
 #include "util/json_read.h"
 
@@ -29,11 +30,6 @@ static uint64_t now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void nap_ms(uint32_t ms) {
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 /* Waits for ev on fd until deadline. 0 ready, -1 timed out or failed. */
@@ -180,7 +176,7 @@ int kvn_boot_client_register(const char *addr, const kvn_boot_reg *p, uint32_t g
         int status = 0;
         int rc = kvn_http_call(addr, "POST", "/register", body, CALL_MS, &status, resp, sizeof resp, why, why_cap);
         if (rc == -2 && now_ms() + RETRY_MS < give_up) {
-            nap_ms(RETRY_MS);
+            kvn_nap_ms(RETRY_MS);
             continue;
         }
         if (rc != 0) return -1;
@@ -224,7 +220,7 @@ int kvn_boot_client_query(const char *addr, uint32_t min_engines, uint32_t give_
         int c = kvn_http_call(addr, "GET", "/query", NULL, CALL_MS, &status, resp, KVN_HTTP_ANSWER_MAX, why, why_cap);
         bool late = now_ms() + RETRY_MS >= give_up;
         if (c == -2 && !late) {
-            nap_ms(RETRY_MS);
+            kvn_nap_ms(RETRY_MS);
             continue;
         }
         if (c != 0) break;
@@ -248,7 +244,7 @@ int kvn_boot_client_query(const char *addr, uint32_t min_engines, uint32_t give_
             snprintf(why, why_cap, "%d engine(s) listed after %u ms, wanted %u", engines, give_up_ms, min_engines);
             break;
         }
-        nap_ms(QUERY_AGAIN_MS);
+        kvn_nap_ms(QUERY_AGAIN_MS);
     }
     free(resp);
     return rc;

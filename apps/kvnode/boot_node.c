@@ -18,7 +18,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "apps/kvnode/http_boot.h"
 #include "apps/kvnode/kvnode.h"
@@ -82,11 +81,6 @@ static void relay_handle(void *self, const kv_msg *m) {
     }
 }
 
-static void nap_ms(uint32_t ms) {
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 bool kvn_boot_hook_relays(const kvn_boot_hook *h, const kvn_opts *o) {
     return h && strcmp(o->role, "prefill") == 0;
 }
@@ -101,7 +95,7 @@ static uint32_t forwarded(kvn_boot_hook *h, const kvn_opts *o, kv_wire_boot *reg
         memcpy(regs, h->regs, sizeof h->regs);
         pthread_mutex_unlock(&h->mu);
         if (n >= o->tp || waited >= REG_WAIT_MS) return n;
-        nap_ms(5);
+        kvn_nap_ms(5);
     }
 }
 
@@ -174,15 +168,10 @@ int kvn_run_http_boot(const kvn_opts *o) {
     if (kvn_http_boot_new(&c, &s, why, sizeof why) != 0)
         return fprintf(stderr, "[http-bootstrap] kvnode: start-up failed: %s\n", why), EXIT_SIM;
     uint16_t port = kvn_http_boot_port(s);
-    if (o->port_file) {
-        char tmp[512];
-        snprintf(tmp, sizeof tmp, "%s.tmp", o->port_file);
-        FILE *f = fopen(tmp, "w");
-        if (!f || fprintf(f, "%u\n", (unsigned)port) < 0 || fclose(f) != 0 || rename(tmp, o->port_file) != 0) {
-            fprintf(stderr, "[http-bootstrap] kvnode: cannot write --port-file %s\n", o->port_file);
-            kvn_http_boot_free(s);
-            return EXIT_SIM;
-        }
+    if (o->port_file && !kvn_write_port_file(o->port_file, port)) {
+        fprintf(stderr, "[http-bootstrap] kvnode: cannot write --port-file %s\n", o->port_file);
+        kvn_http_boot_free(s);
+        return EXIT_SIM;
     }
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);

@@ -5,7 +5,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "apps/kvnode/kvnode.h"
 #include "core/worker.h"
@@ -178,11 +177,6 @@ static kv_status build(engine_node *n, const kvn_opts *o) {
     return st;
 }
 
-static void nap_ms(uint32_t ms) {
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 int kvn_run_engine(const kvn_opts *o) {
     static engine_node n;
     char tag[16];
@@ -212,7 +206,7 @@ int kvn_run_engine(const kvn_opts *o) {
     if ((rc_exit = kvn_boot_hook_up(n.http_boot, o, tag))) atomic_store(&n.shutdown, true);
     uint64_t next_stats = kvp_mono_ns() + (uint64_t)o->stats_ms * 1000000u;
     while (!atomic_load(&n.shutdown)) {
-        nap_ms(10);
+        kvn_nap_ms(10);
         if (!kvp_rt_link_up(n.rt, 0)) {
             fprintf(stderr, "[%s] kvnode: the proxy went away; stopping\n", tag);
             rc_exit = EXIT_PEER_LOST;

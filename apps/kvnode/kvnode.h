@@ -147,6 +147,12 @@ void kvn_boot_hook_end(kvn_boot_hook *h);
 /* --role http-bootstrap: the server alone on --listen until SIGINT/SIGTERM. */
 int kvn_run_http_boot(const kvn_opts *o);
 
+/* Sleeps ms milliseconds (the start-up and run loops' polls). */
+void kvn_nap_ms(uint32_t ms);
+/* Writes port to path through path.tmp and a rename, so a reader sees the
+ * whole number or no file; false when any step failed. */
+bool kvn_write_port_file(const char *path, uint16_t port);
+
 /* --json PATH for writing; "-" is stdout, taken over at start-up (main.c)
  * so that the JSON is all stdout carries. NULL if it cannot be opened. */
 FILE *kvn_json_open(const kvn_opts *o);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "apps/common/cli.h"
 #include "apps/kvnode/http_boot.h"
@@ -70,6 +71,21 @@ kv_status kvn_secure_rt(const kvn_opts *o, kvp_rt *rt) {
 static FILE *json_stdout; /* --json -: stdout, taken over before anything was printed */
 
 FILE *kvn_json_open(const kvn_opts *o) { return json_stdout ? json_stdout : fopen(o->json, "w"); }
+
+void kvn_nap_ms(uint32_t ms) {
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+bool kvn_write_port_file(const char *path, uint16_t port) {
+    char tmp[512];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return false;
+    FILE *f = fopen(tmp, "w");
+    if (!f) return false;
+    bool ok = fprintf(f, "%u\n", (unsigned)port) > 0;
+    ok = fclose(f) == 0 && ok;
+    return ok && rename(tmp, path) == 0;
+}
 
 static void usage(FILE *out) {
     fputs("usage: kvnode --role prefill|decode|proxy|blast|kvt-blast|http-bootstrap [options]   (kvnode --help, kvnode --version)\n"

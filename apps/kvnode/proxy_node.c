@@ -491,15 +491,7 @@ static kv_status build(proxy_node *n, const kvn_opts *o) {
     st = kvp_rt_listen(n->rt, host, (uint16_t)atoi(colon + 1), &port);
     if (st != KV_OK) return st;
     fprintf(stderr, "[proxy] bridge listening on %s:%u\n", host, port);
-    if (o->port_file) {
-        char tmp[512];
-        snprintf(tmp, sizeof tmp, "%s.tmp", o->port_file);
-        FILE *f = fopen(tmp, "w");
-        if (!f) return KV_EIO;
-        fprintf(f, "%u\n", port);
-        fclose(f);
-        if (rename(tmp, o->port_file) != 0) return KV_EIO;
-    }
+    if (o->port_file && !kvn_write_port_file(o->port_file, port)) return KV_EIO;
     st = kvp_rt_start(n->rt);
     for (uint32_t e = 0; e < n->n_eng && st == KV_OK; e++) {
         char sched[KVP_NAME_MAX], admin[KVP_NAME_MAX];

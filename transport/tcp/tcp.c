@@ -905,9 +905,9 @@ static bool on_ack(tcp *s, uint32_t ci, evout *o, const uint8_t *p, uint32_t len
 /* The owner's check of one WRITE entry (c->s_region names the grant):
  * refusals are counted by reason and logged, rate-limited. */
 static bool write_allowed(tcp *s, const tc_conn *c, const kvt_key *key, uint32_t dlen) {
-    kvt_grant_verdict v = kvt_grant_check(&s->grants, c->s_region, key, c->ep, c->peer, c->s_off, dlen);
+    const kvt_grant_entry *g = NULL;
+    kvt_grant_verdict v = kvt_grant_check(&s->grants, c->s_region, key, c->ep, c->peer, c->s_off, dlen, &g);
     if (v == KVT_GRANT_OK) {
-        const kvt_grant_entry *g = kvt_grant_find(&s->grants, c->s_region);
         const tc_region *r = find_region(s, g->region);
         if (r && range_ok(r, c->s_off, dlen)) return true;
         v = KVT_GRANT_OUTSIDE;
