@@ -19,10 +19,20 @@
 #include "core/engine.h"
 #include "core/worker.h"
 
+/* P serves a request recorded with KV_ENGINE_ANY to any D engine (a request
+ * whose params name no decode engine). */
+#define KV_ENGINE_ANY UINT32_MAX
+
+/* Transfer ids of requests P finished without processing them. */
+typedef struct kv_xfer_id_list {
+    uint32_t n;
+    kv_xfer_id id[KV_ENGINE_REQS_MAX];
+} kv_xfer_id_list;
+
 /* PullReqMeta (D): what the receiver needs to pull one request. */
 typedef struct kv_p2p_pull {
     uint32_t d_req;
-    uint32_t transfer_id;
+    kv_xfer_id transfer_id;
     uint32_t remote_engine;
     kvt_addr bootstrap;
     kv_tokens tokens;           /* for verifying what arrives (INV-DATA) */
@@ -34,7 +44,8 @@ typedef struct kv_p2p_pull {
 /* reqs_to_send entry (P): empty blocks mean "create the entry". */
 typedef struct kv_p2p_send {
     uint32_t p_req;
-    uint32_t transfer_id;
+    kv_xfer_id transfer_id;
+    uint32_t d_engine;          /* the D engine the proxy named, or KV_ENGINE_ANY */
     uint8_t filled;             /* 1: real (clipped) blocks follow */
     uint32_t first_pos[KV_GROUPS_MAX];
     kv_block_table blocks;
@@ -45,7 +56,7 @@ typedef struct kv_p2p_meta {
     kv_p2p_pull *recv;          /* [engine reqs_max] */
     uint32_t n_send;
     kv_p2p_send *send;          /* [engine reqs_max] */
-    kv_id_list not_processed;   /* transfer ids */
+    kv_xfer_id_list not_processed;
 } kv_p2p_meta;
 
 /* receiver -> worker main */

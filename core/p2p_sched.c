@@ -157,6 +157,15 @@ static kv_status gnmt(void *self, const kv_req *r, uint32_t num_computed, kv_mat
     return KV_OK;
 }
 
+/* Appends unless present (a request finishes once); false when full. */
+static bool xfer_id_list_add(kv_xfer_id_list *l, kv_xfer_id id) {
+    for (uint32_t i = 0; i < l->n; i++)
+        if (kv_xfer_id_eq(l->id[i], id)) return true;
+    if (l->n >= KV_ENGINE_REQS_MAX) return false;
+    l->id[l->n++] = id;
+    return true;
+}
+
 static kv_p2p_pull *add_pull(p2p_sched *c, kv_req *r) {
     kv_p2p_meta *m = c->pending;
     if (m->n_recv >= c->e->cfg.reqs_max) return NULL;
@@ -200,6 +209,7 @@ static void usaa(void *self, kv_req *r, const kv_block_table *blocks, uint32_t e
         memset(s, 0, sizeof *s);
         s->p_req = r->id;
         s->transfer_id = x->transfer_id;
+        s->d_engine = x->has_decode_engine ? x->decode_engine : KV_ENGINE_ANY;
         s->blocks.n_groups = c->e->cfg.n_groups;
     }
     p2p_sched_invariants(c);
@@ -234,7 +244,7 @@ static void request_finished(void *self, kv_req *r, const kv_block_table *blocks
     }
     if (!x->do_remote_decode || !x->has_transfer_id) return;
     if (r->status != KV_RS_FINISHED_LENGTH_CAPPED) {
-        kv_id_list_add(&c->pending->not_processed, x->transfer_id);
+        xfer_id_list_add(&c->pending->not_processed, x->transfer_id);
         return;
     }
     *delay = kv_blocks_any(blocks);
@@ -243,6 +253,7 @@ static void request_finished(void *self, kv_req *r, const kv_block_table *blocks
     memset(s, 0, sizeof *s);
     s->p_req = r->id;
     s->transfer_id = x->transfer_id;
+    s->d_engine = x->has_decode_engine ? x->decode_engine : KV_ENGINE_ANY;
     s->filled = 1;
     sw_clip(c, blocks, 0, &s->blocks, s->first_pos);
     p2p_sched_invariants(c);

@@ -12,6 +12,15 @@
  *   FINISH (none left) or ready-wait timeout -> DONE <---------+
  *   invalid message / injected handler exception -> whole ERROR, DONE
  *
+ * Binding: a request P recorded with the D engine the proxy named is served
+ * only to a pull from that engine (XFER_META's d_engine), sent over the very
+ * link P writes to (the control peer is the peer of d_addr: with a cluster
+ * secret, an authenticated one). A request of a pull from another engine
+ * fails in that pull's response ("transfer id bound to another D engine",
+ * logged and counted in foreign_refused); its entry stays for the engine it
+ * is bound to. Transfer ids are 128 random bits (kv_xfer_id), so a peer
+ * cannot name another request's by guessing.
+ *
  * Per entry: placeholder (p_req unknown) --SEND_RECORD filled--> ready;
  * each ok transfer bumps `sent`; at sent == need_send the entry is popped
  * and finished_sending goes to the worker main. An entry whose send never
@@ -29,8 +38,9 @@
  *   S1 n_entries <= SND_ENTRIES_MAX, n_preqs <= SND_PREQS_MAX;
  *   S2 timer ids only grow (next_timer >= every pull's timer), so a stale
  *      timer never matches a reused slot;
- *   S3 an entry's key is ENTRY_USED | its tid; ready <=> p_req is known <=>
- *      an expiry is set; once need_send is set it is 1..KV_TP_MAX and sent
+ *   S3 an entry's key is key_of(its tid); ready <=> p_req is known <=>
+ *      an expiry is set; an entry not ready is bound to no engine yet;
+ *      once need_send is set it is 1..KV_TP_MAX and sent
  *      is below it (at need_send the entry is popped);
  *   S4 a used pull's requests lie in the pool (base + n_reqs <= n_preqs,
  *      req == &preq[base], n_reqs <= KV_PULL_REQS_MAX), every one of their
@@ -64,7 +74,8 @@
 typedef struct snd_entry { /* in use when its key is set (kv_p2p_sender.key) */
     bool ready;            /* the real blocks arrived (asyncio.Event set) */
     bool need_set;
-    uint32_t tid;
+    kv_xfer_id tid;
+    uint32_t d_engine;     /* the D engine the proxy named (KV_ENGINE_ANY: any); known once ready */
     uint32_t p_req;        /* KV_REQ_NONE: placeholder created by a pull */
     uint32_t need_send;    /* paired D ranks that must each get the blocks */
     uint32_t sent;
@@ -81,7 +92,8 @@ typedef struct snd_entry { /* in use when its key is set (kv_p2p_sender.key) */
 enum { PREQ_WAIT = 0, PREQ_ROUND = 1, PREQ_DONE = 2, PREQ_FAILED = 3 };
 
 typedef struct snd_preq {
-    uint32_t d_req, tid;
+    uint32_t d_req;
+    kv_xfer_id tid;
     uint8_t state;
     uint8_t ok;            /* outcome of its round */
     kv_block_table blocks; /* D's destination blocks */
@@ -118,15 +130,17 @@ struct kv_p2p_sender {
     uint32_t n_entries;    /* 2 x the engine's reqs_max, at most SND_ENTRIES_MAX */
     uint32_t n_preqs;      /* see preq_pool_size */
     snd_entry *entry;      /* [n_entries] */
-    /* ENTRY_USED | tid of entry[i] while it is in use, else 0: the lookups
-     * scan these 8-byte keys, not the 1.4 KB entries (a miss read every
-     * entry's cache line). */
+    /* key_of(tid of entry[i]) while it is in use, else 0: the lookups scan
+     * these 8-byte keys, not the 1.4 KB entries (a miss read every entry's
+     * cache line), and compare the whole id only on a match. */
     uint64_t key[SND_ENTRIES_MAX];
     snd_pull pull[SND_PULLS_MAX];
     snd_preq *preq;        /* [n_preqs] */
     bool *preq_used;       /* [n_preqs] */
     uint32_t fault_exception, fault_err_req, fault_drop_resp; /* armed counts */
     uint64_t share_refused; /* pulls refused because their D peer held its share (cfg.peer_share_pct) */
+    uint64_t foreign_refused; /* requests refused to a D engine other than the one they are bound to */
+    uint64_t peer_refused;  /* pulls refused because they came over another link than their d_addr's */
     uint32_t next_timer;   /* timer ids never repeat, even across slot reuse */
     kv_wire_msg *in;       /* scratch (env): the pull being handled, decoded */
     kv_wire_msg *out;      /* scratch (env): the response being encoded */
@@ -138,38 +152,42 @@ struct kv_p2p_sender {
 #define SND_ASSERT(s, cond, ...) KV_ASSERT(SND_ENV(s), (s)->w->cfg.index, cond, __VA_ARGS__)
 #define SND_ASSERT_CHECKED(s, cond, ...) KV_ASSERT_CHECKED(SND_ENV(s), (s)->w->cfg.index, cond, __VA_ARGS__)
 
-#define ENTRY_USED (1ull << 32)
+/* An entry's scan key: the id's low half with bit 0 set (0 marks a free
+ * entry). */
+static uint64_t key_of(kv_xfer_id tid) { return tid.lo | 1u; }
 
-static snd_entry *find_entry(kv_p2p_sender *s, uint32_t tid) {
+static snd_entry *find_entry(kv_p2p_sender *s, kv_xfer_id tid) {
+    uint64_t k = key_of(tid);
     for (uint32_t i = 0; i < s->n_entries; i++)
-        if (s->key[i] == (ENTRY_USED | tid)) return &s->entry[i];
+        if (s->key[i] == k && kv_xfer_id_eq(s->entry[i].tid, tid)) return &s->entry[i];
     return NULL;
 }
 
 static void entry_clear(kv_p2p_sender *s, snd_entry *e) {
     ptrdiff_t i = e - s->entry;
-    if (!SND_ASSERT(s, i >= 0 && (size_t)i < s->n_entries && s->key[i] == (ENTRY_USED | e->tid),
-                    "engine %u rank %u sender: clearing entry %td (tid %u, key %llx)", s->w->cfg.index, s->w->rank, i,
-                    e->tid, i >= 0 && (size_t)i < s->n_entries ? (unsigned long long)s->key[i] : 0ull))
+    if (!SND_ASSERT(s, i >= 0 && (size_t)i < s->n_entries && s->key[i] == key_of(e->tid),
+                    "engine %u rank %u sender: clearing entry %td (tid %08x, key %llx)", s->w->cfg.index, s->w->rank, i,
+                    kv_xfer_id_short(e->tid), i >= 0 && (size_t)i < s->n_entries ? (unsigned long long)s->key[i] : 0ull))
         return;
     s->key[i] = 0;
     memset(e, 0, sizeof *e);
 }
 
-static snd_entry *get_or_create(kv_p2p_sender *s, uint32_t tid) {
+static snd_entry *get_or_create(kv_p2p_sender *s, kv_xfer_id tid) {
     snd_entry *e = find_entry(s, tid);
     if (e) return e;
     for (uint32_t i = 0; i < s->n_entries; i++) {
         if (s->key[i]) continue;
         e = &s->entry[i];
         memset(e, 0, sizeof *e);
-        s->key[i] = ENTRY_USED | tid;
+        s->key[i] = key_of(tid);
         e->tid = tid;
+        e->d_engine = KV_ENGINE_ANY;
         e->p_req = KV_REQ_NONE;
         e->expire_ns = UINT64_MAX;
         return e;
     }
-    kv_logf(SND_ENV(s), KV_LOG_ERROR, "sender: entry table full (tid %u)", tid);
+    kv_logf(SND_ENV(s), KV_LOG_ERROR, "sender: entry table full (tid %08x)", kv_xfer_id_short(tid));
     return NULL;
 }
 
@@ -336,8 +354,8 @@ static bool plan_request(round_ctx *c, const snd_entry *e, const snd_preq *q) {
         for (uint32_t i = 0; i < q->blocks.n[g]; i++)
             if (!drop_null || q->blocks.id[g][i] != KV_NULL_BLOCK) rem[nr++] = q->blocks.id[g][i];
         if (nl < nr) {
-            kv_logf(SND_ENV(c->s), KV_LOG_WARN, "sender: P num blocks less than D (tid %u group %u: %u < %u)",
-                    q->tid, g, nl, nr);
+            kv_logf(SND_ENV(c->s), KV_LOG_WARN, "sender: P num blocks less than D (tid %08x group %u: %u < %u)",
+                    kv_xfer_id_short(q->tid), g, nl, nr);
             return false;
         }
         for (uint32_t i = 0; i < nr; i++) {
@@ -345,8 +363,8 @@ static bool plan_request(round_ctx *c, const snd_entry *e, const snd_preq *q) {
             if (lb == KV_NULL_BLOCK || rem[i] == KV_NULL_BLOCK) continue;
             /* our own blocks (our scheduler's table); D's ids are the peer's
              * and the transport bounds-checks them at delivery */
-            if (!SND_ASSERT(c->s, lb < w->capacity, "engine %u rank %u sender: tid %u group %u local block %u of %u",
-                            w->cfg.index, w->rank, q->tid, g, lb, w->capacity))
+            if (!SND_ASSERT(c->s, lb < w->capacity, "engine %u rank %u sender: tid %08x group %u local block %u of %u",
+                            w->cfg.index, w->rank, kv_xfer_id_short(q->tid), g, lb, w->capacity))
                 return false;
             add_write(c, (kvt_write){.local = w->region[g],
                                      .local_off = (uint64_t)lb * w->block_bytes + (h0 - lo) * w->cfg.head_bytes,
@@ -359,17 +377,35 @@ static bool plan_request(round_ctx *c, const snd_entry *e, const snd_preq *q) {
     return true;
 }
 
+/* Request q of pull p names a transfer id bound to another D engine: it
+ * fails in p's next response, and its entry stays for the engine it is
+ * bound to. */
+static void refuse_foreign(kv_p2p_sender *s, const snd_pull *p, snd_preq *q, const snd_entry *e) {
+    q->state = PREQ_FAILED; /* not ROUND: it never counts in the entry's `sending` */
+    q->ok = 0;
+    if (++s->foreign_refused <= 16u || s->foreign_refused % 1024u == 0)
+        kv_logf(SND_ENV(s), KV_LOG_WARN,
+                "sender: engine %u rank %u: D%u rank %u pulled tid %08x, which is bound to D%u; refused (%llu refused)",
+                s->w->cfg.index, s->w->rank, p->d_engine, p->d_rank, kv_xfer_id_short(q->tid), e->d_engine,
+                (unsigned long long)s->foreign_refused);
+}
+
 static void try_progress(kv_p2p_sender *s, uint32_t slot) {
     snd_pull *p = &s->pull[slot];
     if (!p->used || p->outstanding) return;
     round_ctx c = {.s = s, .p = p, .slot = slot};
-    uint32_t ready = 0;
+    uint32_t ready = 0, refused = 0;
     p->gen++;
     p->round_failed = false;
     for (uint32_t i = 0; i < p->n_reqs; i++) {
         snd_preq *q = &p->req[i];
         snd_entry *e = q->state == PREQ_WAIT ? find_entry(s, q->tid) : NULL;
         if (!e || !e->ready) continue;
+        if (e->d_engine != KV_ENGINE_ANY && e->d_engine != p->d_engine) {
+            refuse_foreign(s, p, q, e);
+            refused++;
+            continue;
+        }
         q->state = PREQ_ROUND;
         ready++;
         e->sending++;
@@ -380,12 +416,18 @@ static void try_progress(kv_p2p_sender *s, uint32_t slot) {
             /* validate_pull accepted only a D layout paired with this rank:
              * at least one D rank waits for these blocks */
             SND_ASSERT(s, e->need_send >= 1 && e->need_send <= KV_TP_MAX,
-                       "engine %u rank %u sender: tid %u needs %u sends (D TP %u)", s->w->cfg.index, s->w->rank,
-                       e->tid, e->need_send, p->d_tp);
+                       "engine %u rank %u sender: tid %08x needs %u sends (D TP %u)", s->w->cfg.index, s->w->rank,
+                       kv_xfer_id_short(e->tid), e->need_send, p->d_tp);
         }
         q->ok = plan_request(&c, e, q) ? 1 : 0;
     }
-    if (!ready) return;
+    if (!ready) {
+        if (refused && !waiting_reqs(p)) { /* nothing else to wait for: answer now */
+            respond(s, p, KV_XFER_FINISH, "transfer id bound to another D engine");
+            release_pull(s, p);
+        }
+        return;
+    }
     flush_writes(&c);
     if (c.submit_failed) p->round_failed = true;
     if (!p->outstanding) complete_round(s, slot);
@@ -403,8 +445,8 @@ static void complete_round(kv_p2p_sender *s, uint32_t slot) {
         snd_entry *e = find_entry(s, q->tid);
         if (!e) continue;
         /* every ROUND request counted once in its entry's `sending` */
-        if (!SND_ASSERT(s, e->sending > 0, "engine %u rank %u sender: tid %u ends a round with sending 0",
-                        s->w->cfg.index, s->w->rank, q->tid))
+        if (!SND_ASSERT(s, e->sending > 0, "engine %u rank %u sender: tid %08x ends a round with sending 0",
+                        s->w->cfg.index, s->w->rank, kv_xfer_id_short(q->tid)))
             continue;
         e->sending--;
         if (q->ok && ++e->sent >= e->need_send) finished_sending(s, e);
@@ -494,6 +536,17 @@ static void on_pull(kv_p2p_sender *s, kvt_peer peer, const kv_wire_xfer_meta *m)
         whole_error(s, peer, m->batch, base == SND_PREQS_MAX ? "sender busy" : "cannot reach D");
         return;
     }
+    if (data_peer != peer) { /* asked over one link to write into another's regions */
+        for (uint32_t i = 0; i < m->n_reqs; i++) s->preq_used[base + i] = false;
+        if (++s->peer_refused <= 16u || s->peer_refused % 1024u == 0)
+            kv_logf(SND_ENV(s), KV_LOG_WARN,
+                    "sender: engine %u rank %u: pull batch %u names D%u rank %u at an address other than the "
+                    "link it came over; refused (%llu refused)",
+                    s->w->cfg.index, s->w->rank, m->batch, m->d_engine, m->d_tp_rank,
+                    (unsigned long long)s->peer_refused);
+        whole_error(s, peer, m->batch, "pull not sent from its d_addr");
+        return;
+    }
     /* preq_take's run and a free pull slot (the decoder bounded n_reqs) */
     if (!SND_ASSERT(s, slot < SND_PULLS_MAX && base + m->n_reqs <= s->n_preqs && m->n_reqs <= KV_PULL_REQS_MAX,
                     "engine %u rank %u sender: pull into slot %u at request slots %u+%u of %u", s->w->cfg.index,
@@ -528,17 +581,18 @@ static void kick_all(kv_p2p_sender *s) {
 static void on_record(kv_p2p_sender *s, const kv_p2p_send *r) {
     /* our own worker's record of our own scheduler's request_finished */
     if (!SND_ASSERT(s, r->p_req != KV_REQ_NONE && (!r->filled || r->blocks.n_groups == s->w->cfg.n_groups),
-                    "engine %u rank %u sender: record of request %u tid %u (filled %u, %u groups)", s->w->cfg.index,
-                    s->w->rank, r->p_req, r->transfer_id, r->filled, r->blocks.n_groups))
+                    "engine %u rank %u sender: record of request %u tid %08x (filled %u, %u groups)", s->w->cfg.index,
+                    s->w->rank, r->p_req, kv_xfer_id_short(r->transfer_id), r->filled, r->blocks.n_groups))
         return;
     snd_entry *e = r->filled ? find_entry(s, r->transfer_id) : get_or_create(s, r->transfer_id);
     if (!r->filled) return;
     if (!e) { /* the original raised KeyError here; the entry is made instead */
-        kv_logf(SND_ENV(s), KV_LOG_WARN, "sender: blocks for unknown tid %u", r->transfer_id);
+        kv_logf(SND_ENV(s), KV_LOG_WARN, "sender: blocks for unknown tid %08x", kv_xfer_id_short(r->transfer_id));
         e = get_or_create(s, r->transfer_id);
         if (!e) return;
     }
     e->p_req = r->p_req;
+    e->d_engine = r->d_engine;
     e->blocks = r->blocks;
     memcpy(e->first_pos, r->first_pos, sizeof e->first_pos);
     e->expire_ns = kv_now_ns(SND_ENV(s)) + s->w->cfg.abort_timeout_ns;
@@ -547,14 +601,14 @@ static void on_record(kv_p2p_sender *s, const kv_p2p_send *r) {
     kick_all(s);
 }
 
-static void on_not_processed(kv_p2p_sender *s, uint32_t tid) {
+static void on_not_processed(kv_p2p_sender *s, kv_xfer_id tid) {
     snd_entry *e = find_entry(s, tid);
     if (!e) return;
-    if (e->ready) kv_logf(SND_ENV(s), KV_LOG_WARN, "sender: not-processed tid %u was ready", tid);
+    if (e->ready) kv_logf(SND_ENV(s), KV_LOG_WARN, "sender: not-processed tid %08x was ready", kv_xfer_id_short(tid));
     if (e->sending == 0) entry_clear(s, e);
 }
 
-static void on_reap(kv_p2p_sender *s, uint32_t tid) {
+static void on_reap(kv_p2p_sender *s, kv_xfer_id tid) {
     snd_entry *e = find_entry(s, tid);
     uint64_t now = kv_now_ns(SND_ENV(s));
     if (!e || e->p_req == KV_REQ_NONE || e->expire_ns > now) return;
@@ -562,7 +616,7 @@ static void on_reap(kv_p2p_sender *s, uint32_t tid) {
         kv_rt_post_at(s->w->rt, s->actor, now + s->w->cfg.idle_poll_ns, KV_M_P2P_REAP, &tid, sizeof tid);
         return;
     }
-    kv_logf(SND_ENV(s), KV_LOG_INFO, "sender: tid %u expired; releasing its blocks", tid);
+    kv_logf(SND_ENV(s), KV_LOG_INFO, "sender: tid %08x expired; releasing its blocks", kv_xfer_id_short(tid));
     finished_sending(s, e);
 }
 
@@ -646,14 +700,14 @@ static bool sender_invariants(const kv_p2p_sender *s) {
 static bool sender_walk_entry(const kv_p2p_sender *s, uint32_t i, uint32_t rounds) {
     const snd_entry *e = &s->entry[i];
     bool known = e->p_req != KV_REQ_NONE;
-    return SND_ASSERT_CHECKED(s, s->key[i] == (ENTRY_USED | e->tid) && e->ready == known &&
-                                     known == (e->expire_ns != UINT64_MAX) &&
+    return SND_ASSERT_CHECKED(s, s->key[i] == key_of(e->tid) && e->ready == known &&
+                                     known == (e->expire_ns != UINT64_MAX) && (known || e->d_engine == KV_ENGINE_ANY) &&
                                      (!e->need_set || (e->need_send >= 1 && e->need_send <= KV_TP_MAX &&
                                                        e->sent < e->need_send)) &&
                                      e->sending <= rounds,
-                              "engine %u rank %u sender: entry %u tid %u p_req %u ready %d need %u/%d sent %u "
+                              "engine %u rank %u sender: entry %u tid %08x p_req %u ready %d need %u/%d sent %u "
                               "sending %u of %u rounds",
-                              s->w->cfg.index, s->w->rank, i, e->tid, e->p_req, (int)e->ready, e->need_send,
+                              s->w->cfg.index, s->w->rank, i, kv_xfer_id_short(e->tid), e->p_req, (int)e->ready, e->need_send,
                               (int)e->need_set, e->sent, e->sending, rounds);
 }
 
@@ -678,13 +732,13 @@ static bool sender_walk_pull(const kv_p2p_sender *s, uint32_t i, uint32_t *slots
         const snd_preq *q = &p->req[k];
         if (!SND_ASSERT_CHECKED(s, s->preq_used[p->base + k] && q->state <= PREQ_FAILED &&
                                        (q->state != PREQ_ROUND || p->outstanding),
-                                "engine %u rank %u sender: pull %u request %u (tid %u) state %u slot used %d, %u outstanding",
-                                s->w->cfg.index, s->w->rank, i, k, q->tid, q->state, (int)s->preq_used[p->base + k],
+                                "engine %u rank %u sender: pull %u request %u (tid %08x) state %u slot used %d, %u outstanding",
+                                s->w->cfg.index, s->w->rank, i, k, kv_xfer_id_short(q->tid), q->state, (int)s->preq_used[p->base + k],
                                 p->outstanding))
             return false;
         if (q->state != PREQ_ROUND) continue;
         for (uint32_t j = 0; j < s->n_entries; j++)
-            if (s->key[j] == (ENTRY_USED | q->tid)) rounds[j]++;
+            if (s->key[j] == key_of(q->tid) && kv_xfer_id_eq(s->entry[j].tid, q->tid)) rounds[j]++;
     }
     return true;
 }
@@ -709,9 +763,9 @@ static void send_handle(void *self, const kv_msg *m) {
     sender_invariants(s);
     switch (m->kind) {
     case KV_M_P2P_SEND_RECORD: on_record(s, m->payload); break;
-    case KV_M_P2P_NOT_PROCESSED: on_not_processed(s, *(const uint32_t *)m->payload); break;
+    case KV_M_P2P_NOT_PROCESSED: on_not_processed(s, *(const kv_xfer_id *)m->payload); break;
     case KV_M_P2P_SEND_TIMEOUT: on_timeout(s, m->payload); break;
-    case KV_M_P2P_REAP: on_reap(s, *(const uint32_t *)m->payload); break;
+    case KV_M_P2P_REAP: on_reap(s, *(const kv_xfer_id *)m->payload); break;
     case KV_M_FAULT: on_fault(s, m->payload); break;
     case KVT_MSG_EVENT: on_event(s, m); break;
     default: kv_logf(SND_ENV(s), KV_LOG_WARN, "sender: unexpected message %u", m->kind);

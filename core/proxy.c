@@ -1,6 +1,8 @@
 /* core/proxy.c — P/D router actor; see proxy.h.
  *
  * Per request:  NEW --submit--> AT_P (+AT_D when concurrent)
+ *               (at submit: a fresh 128-bit transfer id; P's params name D
+ *               as the only engine that may pull it)
  *               AT_P --P done LENGTH_CAPPED, sequential--> AT_D
  *               AT_D --D done--> ENDED (ok / error / aborted)
  *               any --client abort--> abort sent to every engine holding it
@@ -53,10 +55,12 @@ static void send_add(kv_proxy *p, kv_proxy_req *q, bool to_p) {
     kv_req_spec s = q->sub.spec;
     memset(&s.params, 0, sizeof s.params);
     s.params.has_transfer_id = true;
-    s.params.transfer_id = q->id;
+    s.params.transfer_id = q->tid;
     if (to_p) {
         s.max_tokens = 1;
         s.params.do_remote_decode = true;
+        s.params.has_decode_engine = true; /* only this D's ranks may pull it */
+        s.params.decode_engine = q->d_engine;
         q->sent_p = 1;
     } else {
         s.prompt_len += q->sub.d_extra_tokens;
@@ -106,6 +110,9 @@ static void on_submit(kv_proxy *p, const kv_m_proxy_submit *sub) {
     q->p_engine = sub->p_engine;
     q->d_engine = sub->d_engine;
     q->sequential = sub->sequential;
+    /* 128 bits from the env's entropy: no request's id tells another's */
+    q->tid.hi = kv_random_u64(p->env); /* two statements: an initializer's order is unspecified */
+    q->tid.lo = kv_random_u64(p->env);
     q->submit_ns = kv_now_ns(p->env);
     p->submitted++;
     send_add(p, q, true);

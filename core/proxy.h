@@ -39,6 +39,7 @@ typedef struct kv_proxy_req {
     uint8_t used, sent_p, sent_d, p_done, d_done, aborted, sequential;
     uint8_t outcome;         /* kv_proxy_outcome */
     uint32_t p_engine, d_engine;
+    kv_xfer_id tid;          /* drawn at submit (kv_random_u64), the same to P and D */
     uint32_t p_status, d_status;
     uint64_t submit_ns, done_ns;
     kv_m_proxy_submit sub;

@@ -21,7 +21,8 @@
  *               D's write grant for this P rank, transport.h; version 2),
  *               u32 block_bytes,
  *               u16 n_reqs (<= KV_PULL_REQS_MAX),
- *               n_reqs x {u32 d_req, u32 transfer_id, table blocks}
+ *               n_reqs x {u32 d_req, u64 transfer_id[2] (hi, lo: version 3),
+ *                            table blocks}
  *   XFER_RESP   u32 status (0..2), u32 batch, u32 p_tp_rank,
  *               u16 n_ok (<= KV_PULL_REQS_MAX), n_ok x u32,
  *               u16 n_err (<= KV_PULL_REQS_MAX), n_err x u32,
@@ -143,7 +144,8 @@ static kv_status w_meta(wcur *w, const kv_wire_xfer_meta *m) {
     w_u16(w, m->n_reqs);
     for (uint32_t i = 0; i < m->n_reqs; i++) {
         w_u32(w, m->req[i].d_req);
-        w_u32(w, m->req[i].transfer_id);
+        w_u64(w, m->req[i].transfer_id.hi);
+        w_u64(w, m->req[i].transfer_id.lo);
         if (w_table(w, &m->req[i].blocks) != KV_OK) return KV_EINVAL;
     }
     return KV_OK;
@@ -310,7 +312,7 @@ static bool same_meta(const kv_wire_xfer_meta *a, const kv_wire_xfer_meta *b) {
             a->region[g].key.w[0] != b->region[g].key.w[0] || a->region[g].key.w[1] != b->region[g].key.w[1])
             return false;
     for (uint32_t i = 0; i < a->n_reqs; i++)
-        if (a->req[i].d_req != b->req[i].d_req || a->req[i].transfer_id != b->req[i].transfer_id ||
+        if (a->req[i].d_req != b->req[i].d_req || !kv_xfer_id_eq(a->req[i].transfer_id, b->req[i].transfer_id) ||
             !same_table(&a->req[i].blocks, &b->req[i].blocks))
             return false;
     return true;
@@ -458,7 +460,8 @@ static void r_meta(rcur *r, kv_wire_xfer_meta *m) {
     m->n_reqs = r_count(r, 2, KV_PULL_REQS_MAX);
     for (uint32_t i = 0; i < m->n_reqs && !r->bad; i++) {
         m->req[i].d_req = r_u32(r);
-        m->req[i].transfer_id = r_u32(r);
+        m->req[i].transfer_id.hi = r_u64(r);
+        m->req[i].transfer_id.lo = r_u64(r);
         r_table(r, &m->req[i].blocks);
     }
 }

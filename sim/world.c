@@ -89,6 +89,7 @@ struct sim_world {
     bool vis_valid;
     uint64_t events;
     uint64_t hash;
+    uint64_t rand_next;     /* the env's random stream (transfer ids): apart from the choice stream */
     uint32_t order[SIM_REQS_MAX + SIM_FAULTS_MAX]; /* world items by time */
     uint32_t n_items, next_item;
     sim_net_pump_buf pump;
@@ -154,7 +155,13 @@ static void w_release(void *ctx, void *p) {
 }
 static void *p_alloc(void *ctx, size_t n) { (void)ctx; return calloc(1, n ? n : 1); }
 static void p_release(void *ctx, void *p) { (void)ctx; free(p); }
-static uint64_t w_rand(void *ctx) { return sim_choice_prng(&((sim_world *)ctx)->choice); }
+/* The env's random numbers (the proxy's transfer ids): a counter through
+ * the mixer, restarted from the seed every run and never drawn from the
+ * choice stream, so drawing them shifts no choice. */
+static uint64_t w_rand(void *ctx) {
+    sim_world *w = ctx;
+    return sim_mix64(w->rand_next++);
+}
 static uint32_t w_actor(void *ctx) { return sim_rt_current(((sim_world *)ctx)->rt); }
 
 /* ---- traces ------------------------------------------------------------------
@@ -1086,6 +1093,7 @@ kv_status sim_world_run(sim_world *w, const sim_world_cfg *cfg, FILE *trace, sim
     w->events = 0;
     w->net_error = KV_OK;
     w->hash = sim_mix64(cfg->seed);
+    w->rand_next = sim_mix64(cfg->seed ^ 0x7472616e73666572ull); /* "transfer" */
     sim_choice_init(&w->choice, cfg->choice, cfg->choice_len, cfg->seed);
     sim_rt_reset(w->rt, &w->choice);
     sim_net_reset(w->net, &w->choice);

@@ -664,7 +664,7 @@ Test(assert_wire, encoded_ok_holds_for_the_encoder_and_fails_for_other_frames) {
     msg.u.meta = (kv_wire_xfer_meta){.d_engine = 1, .d_tp_size = 2, .d_tp_rank = 1, .batch = 7, .n_groups = 1,
                                      .block_bytes = 64, .n_reqs = 1};
     snprintf(msg.u.meta.d_addr.s, sizeof msg.u.meta.d_addr.s, "sim:3/1");
-    msg.u.meta.req[0] = (kv_wire_req_blocks){.d_req = 5, .transfer_id = 5, .blocks = {.n_groups = 1, .n = {2}}};
+    msg.u.meta.req[0] = (kv_wire_req_blocks){.d_req = 5, .transfer_id = {.hi = 5, .lo = 5}, .blocks = {.n_groups = 1, .n = {2}}};
     msg.u.meta.req[0].blocks.id[0][0] = 3;
     msg.u.meta.req[0].blocks.id[0][1] = 4;
     size_t len = encode();
@@ -916,6 +916,81 @@ Test(peer_input, the_share_counts_one_peers_pull_and_request_slots_and_never_les
     /* a share smaller than one pull still lets one whole pull through */
     cr_assert(!shim_p2p_sender_over_share_as_built(64, 1, 0, 0, 0, KV_PULL_REQS_MAX), "the first pull always fits");
     cr_assert(shim_p2p_sender_over_share_as_built(64, 1, 1, 1, 0, 1), "one percent of 32 pull slots: one at a time");
+}
+
+/* D's own pull, unchanged, from no peer: the link it came over is not the
+ * one of the address it names, where P would write. */
+Test(peer_input, a_pull_over_another_link_than_its_d_addrs_is_refused) {
+    expect_refused(d_pull_again, "pull not sent from its d_addr", true);
+}
+
+/* A pull from D's own link, naming another D engine and a batch of its
+ * own, of request 1's transfer id, heard at the first fill at which P's
+ * request 1 is in phase forge_phase. Its request must fail, nothing be
+ * written for it, and D's real pull of request 1 be served (the entry
+ * stays for the engine it is bound to). */
+#define FORGED_BATCH_OFFSET 1000u
+static uint32_t forge_phase;
+static bool forged_heard, forged_answered;
+static kv_wire_xfer_resp forged_reply;
+static uint64_t foreign_refused;
+static bool hear_foreign_engine(void) {
+    kv_p2p_sender *s = shim_p2p_sender(rank0(0));
+    if (forged_heard) {
+        foreign_refused = shim_p2p_sender_foreign_refused(s);
+        return false;
+    }
+    const kv_sreq *q = kv_engine_find(eng(0), 1);
+    if (!q || !q->used || q->phase != forge_phase || !shim_p2p_sender_last_pull(s, &pull)) return false;
+    forge_pull();
+    kv_wire_xfer_meta *m = &forged.u.meta;
+    m->d_engine = pull.d_engine + 1;
+    m->batch = pull.batch + FORGED_BATCH_OFFSET;
+    m->n_reqs = 1;
+    m->req[0].d_req = 1;
+    m->req[0].transfer_id = q->r.params.transfer_id;
+    uint32_t len = encode_forged();
+    forged_heard = true;
+    forged_answered = shim_p2p_sender_hear(s, shim_p2p_sender_link_to(s, &m->d_addr), forged_frame, len,
+                                           &forged_reply) &&
+                      forged_reply.batch == m->batch;
+    foreign_refused = shim_p2p_sender_foreign_refused(s);
+    return false;
+}
+static void run_foreign_engine(uint32_t phase) {
+    forge_phase = phase;
+    brk = hear_foreign_engine;
+    cr_assert_eq(sim_world_run(W, &C, NULL, &R), KV_OK);
+    cr_assert(forged_heard, "P's request 1 was never in phase %s after a pull of D's", kv_phase_name(phase));
+    cr_assert(!R.violated, "%s: %s", kv_inv_name(R.inv), R.detail);
+    cr_expect_eq(foreign_refused, 1, "%llu requests refused", (unsigned long long)foreign_refused);
+    cr_expect_eq(R.requests_ok, 2, "D's own pulls are served as before");
+}
+
+/* Heard while P holds request 1 for D (D's pool is busy with request 0's
+ * long decode, so D has not pulled it yet): the entry is ready and bound,
+ * and the forged pull is answered at once. */
+Test(peer_input, a_pull_naming_another_d_engine_than_its_transfer_ids_gets_nothing) {
+    C.pool_blocks_d = 8;
+    C.n_reqs = 2;
+    C.req[0] = (sim_req_plan){.at_ns = 1000000, .prompt_len = 40, .max_tokens = 60};
+    C.req[1] = (sim_req_plan){.at_ns = 2000000, .prompt_len = 90, .max_tokens = 2};
+    run_foreign_engine(KV_PH_P_HELD);
+    cr_assert(forged_answered, "the forged pull was not answered at once");
+    cr_expect_eq(forged_reply.status, KV_XFER_FINISH);
+    cr_expect_eq(forged_reply.n_ok, 0, "P served a pull from another engine");
+    cr_expect(forged_reply.n_err == 1 && forged_reply.err[0] == 1, "%u errors, the first %u", forged_reply.n_err,
+              forged_reply.err[0]);
+    cr_expect_str_eq(forged_reply.err_msg, "transfer id bound to another D engine");
+}
+
+/* Heard while P computes request 1: the entry is a placeholder, bound to
+ * no engine yet; the forged request waits, and fails when P records the
+ * request bound to the D engine the proxy named. */
+Test(peer_input, a_pull_naming_another_d_engine_before_p_records_the_request_fails_at_the_record) {
+    C.tp_p = C.tp_d = 2;
+    p2p_two(4);
+    run_foreign_engine(KV_PH_P_PREFILL);
 }
 
 /* A failed transfer round: P's response names the transfer engine's code

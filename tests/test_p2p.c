@@ -583,7 +583,7 @@ static void receiver_alone(uint32_t regions) {
 static void pull_from_engine_0(uint32_t d_req) {
     static kv_p2p_pull p;
     memset(&p, 0, sizeof p);
-    p = (kv_p2p_pull){.d_req = d_req, .transfer_id = d_req, .remote_engine = 0,
+    p = (kv_p2p_pull){.d_req = d_req, .transfer_id = {.hi = d_req, .lo = d_req}, .remote_engine = 0,
                       .blocks = {.n_groups = 2, .n = {2, 2}}};
     for (uint32_t g = 0; g < 2; g++) {
         p.blocks.id[g][0] = 1;

@@ -115,3 +115,38 @@ Test(proxy, a_late_reply_for_a_slots_previous_request_is_dropped) {
     cr_assert_eq(q->outcome, KV_OUT_OK);
     cr_assert_eq(X->ok, 2);
 }
+
+/* The ADD_REQ of request id that engine sink s got (the test fails without one). */
+static kv_req_spec add_of(const rig_sink *s, uint32_t id) {
+    for (uint32_t i = 0; i < s->n; i++) {
+        kv_req_spec spec;
+        memcpy(&spec, s->payload[i], sizeof spec);
+        if (s->kind[i] == KV_M_ADD_REQ && spec.id == id) return spec;
+    }
+    cr_assert_fail("request %u never reached that engine", id);
+    return (kv_req_spec){0};
+}
+
+/* Each request gets its own 128-bit transfer id, the same at P and D, and
+ * P's params name D as the only engine that may pull it. The ids come from
+ * the env's random stream: neither half follows from the request id or
+ * from the previous request's id. */
+Test(proxy, each_request_gets_a_fresh_transfer_id_bound_to_its_d_engine) {
+    kv_xfer_id prev = {0, 0};
+    for (uint32_t id = 0; id < 4 * SLOTS; id++) {
+        submit(id, false);
+        kv_req_spec p = add_of(&P, id), d = add_of(&D, id);
+        cr_assert(p.params.has_transfer_id && d.params.has_transfer_id, "request %u", id);
+        cr_assert(kv_xfer_id_eq(p.params.transfer_id, d.params.transfer_id), "request %u: P and D ids differ", id);
+        cr_assert(p.params.has_decode_engine && p.params.decode_engine == D_ENGINE, "request %u: P's params name D%u",
+                  id, p.params.decode_engine);
+        cr_assert(!d.params.has_decode_engine, "request %u: D's params name a decode engine", id);
+        kv_xfer_id t = p.params.transfer_id;
+        cr_assert(t.hi != prev.hi && t.lo != prev.lo && t.hi != id && t.lo != id && t.hi != t.lo,
+                  "request %u: id %016llx%016llx after %016llx%016llx", id, (unsigned long long)t.hi,
+                  (unsigned long long)t.lo, (unsigned long long)prev.hi, (unsigned long long)prev.lo);
+        prev = t;
+        done(P_ENGINE, id, KV_RS_FINISHED_LENGTH_CAPPED);
+        done(D_ENGINE, id, KV_RS_FINISHED_LENGTH_CAPPED);
+    }
+}

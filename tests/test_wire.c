@@ -54,7 +54,7 @@ static void meta_fixture(kv_wire_msg *m, uint32_t groups, uint32_t reqs, uint32_
     x->n_reqs = reqs;
     for (uint32_t i = 0; i < reqs; i++) {
         x->req[i].d_req = 1000 + i;
-        x->req[i].transfer_id = 0x80000000u + i;
+        x->req[i].transfer_id = (kv_xfer_id){.hi = 0x8000000000000000ull + i, .lo = 0x0123456789abcdefull ^ i};
         fill_table(&x->req[i].blocks, i == 0 && reqs > 1 ? 0 : groups, blocks, i);
     }
 }
@@ -156,7 +156,7 @@ static int meta_eq(const kv_wire_xfer_meta *a, const kv_wire_xfer_meta *b) {
             a->region[g].key.w[0] != b->region[g].key.w[0] || a->region[g].key.w[1] != b->region[g].key.w[1])
             return 0;
     for (uint32_t i = 0; i < a->n_reqs; i++)
-        if (a->req[i].d_req != b->req[i].d_req || a->req[i].transfer_id != b->req[i].transfer_id ||
+        if (a->req[i].d_req != b->req[i].d_req || !kv_xfer_id_eq(a->req[i].transfer_id, b->req[i].transfer_id) ||
             !table_eq(&a->req[i].blocks, &b->req[i].blocks))
             return 0;
     return 1;
@@ -292,7 +292,8 @@ static void build_meta(bb *x, uint32_t groups, uint32_t reqs, uint32_t tgroups, 
     bb_le(x, reqs, 2);
     for (uint32_t i = 0; i < reqs; i++) {
         bb_le(x, i, 4);
-        bb_le(x, i + 9, 4);
+        bb_le(x, i + 9, 8); /* transfer id: hi, lo */
+        bb_le(x, i + 10, 8);
         bb_le(x, tgroups, 1);
         for (uint32_t g = 0; g < tgroups; g++) {
             bb_le(x, tn, 2);
@@ -391,7 +392,7 @@ Test(wire, decode_never_writes_past_the_counts) {
 /* ---- exact layout ---- */
 
 Test(wire, layout_boot_query) {
-    static const uint8_t want[] = {'K', 'V', 2, 4, 17, 0, 0, 0, /* header */
+    static const uint8_t want[] = {'K', 'V', 3, 4, 17, 0, 0, 0, /* header */
                                    7, 0, 0, 0,  2, 0, 0, 0,  /* engine, tp_size */
                                    1, 0, 0, 0,  0, 0, 0, 0,  /* tp_rank, found */
                                    0};                       /* no addrs */
@@ -406,7 +407,7 @@ Test(wire, layout_boot_query) {
 }
 
 Test(wire, layout_xfer_resp) {
-    static const uint8_t want[] = {'K', 'V', 2, 2, 24, 0, 0, 0,
+    static const uint8_t want[] = {'K', 'V', 3, 2, 24, 0, 0, 0,
                                    2, 0, 0, 0,             /* status ERROR */
                                    4, 3, 2, 1,             /* batch 0x01020304 */
                                    1, 0, 0, 0,             /* p_tp_rank */
@@ -427,7 +428,7 @@ Test(wire, layout_xfer_resp) {
 }
 
 Test(wire, layout_xfer_meta) {
-    static const uint8_t want[] = {'K', 'V', 2, 1, 73, 0, 0, 0,
+    static const uint8_t want[] = {'K', 'V', 3, 1, 85, 0, 0, 0,
                                    1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, /* engine..batch */
                                    1, 0, 'a',                         /* d_addr "a" */
                                    1,                                 /* n_groups */
@@ -436,7 +437,9 @@ Test(wire, layout_xfer_meta) {
                                    0, 0, 0, 0, 0, 0, 0, 0xcd,         /* key.w[1] 0xcd << 56 */
                                    0, 0x10, 0, 0,                     /* block_bytes 4096 */
                                    1, 0,                              /* n_reqs */
-                                   5, 0, 0, 0, 6, 0, 0, 0,            /* d_req, transfer_id */
+                                   5, 0, 0, 0,                        /* d_req */
+                                   6, 0, 0, 0, 0, 0, 0, 0x11,         /* transfer_id.hi */
+                                   0x22, 0, 0, 0, 0, 0, 0, 0,         /* transfer_id.lo */
                                    1, 2, 0, 0, 0, 0, 0, 7, 0, 0, 0};  /* ((0, 7),) */
     memset(&g_msg, 0, sizeof g_msg);
     g_msg.type = KV_WIRE_XFER_META;
@@ -450,7 +453,7 @@ Test(wire, layout_xfer_meta) {
     x->block_bytes = 4096;
     x->n_reqs = 1;
     x->req[0].d_req = 5;
-    x->req[0].transfer_id = 6;
+    x->req[0].transfer_id = (kv_xfer_id){.hi = 0x1100000000000006ull, .lo = 0x22};
     x->req[0].blocks.n_groups = 1;
     x->req[0].blocks.n[0] = 2;
     x->req[0].blocks.id[0][1] = 7;
@@ -532,7 +535,8 @@ Test(wire, byte_mutation_large) {
 Test(wire, wrong_version) {
     fixture(&g_msg, 3);
     size_t n = encode_ok(&g_msg, g_buf);
-    static const uint8_t versions[] = {0, 1, 3, 0x81, 0xff}; /* 1: before the grant's key */
+    /* 1: before the grant's key; 2: before 128-bit transfer ids */
+    static const uint8_t versions[] = {0, 1, 2, 4, 0x81, 0xff};
     for (size_t i = 0; i < sizeof versions; i++) {
         memcpy(g_mut, g_buf, n);
         g_mut[2] = versions[i];

@@ -509,7 +509,9 @@ static kv_status build(proxy_node *n, const kvn_opts *o) {
 
 int kvn_run_proxy(const kvn_opts *o) {
     static proxy_node n;
-    kvp_env_cfg ec = {.seed = o->seed, .level = o->log_level, .tag = "proxy", .keep_going = false};
+    /* seed 0: transfer ids from the kernel's generator (--seed drives the
+     * traffic only, never the ids) */
+    kvp_env_cfg ec = {.seed = 0, .level = o->log_level, .tag = "proxy", .keep_going = false};
     kvp_env_init(&n.pe, &ec);
     kvp_rt_cfg rc = {.proc = 0, .abi = kvn_abi()};
     if (kvp_rt_new(&n.pe.env, &rc, &n.rt) != KV_OK || kvn_secure_rt(o, n.rt) != KV_OK) return EXIT_SIM;

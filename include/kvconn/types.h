@@ -38,6 +38,19 @@ void kv_blocks_clear(kv_block_table *t, uint32_t n_groups);
  * strays past n[g] is caught by the pool's bounds checks. */
 void kv_blocks_copy(kv_block_table *dst, const kv_block_table *src);
 
+/* A transfer id: 128 bits the proxy draws per request from its env's
+ * entropy (kv_random_u64: the kernel's generator in production, a counter
+ * through a mixer in the simulator), so it cannot be guessed from another
+ * request's. P serves a pull of it only to the D engine the proxy named. */
+typedef struct kv_xfer_id {
+    uint64_t hi, lo;
+} kv_xfer_id;
+
+static inline bool kv_xfer_id_eq(kv_xfer_id a, kv_xfer_id b) { return a.hi == b.hi && a.lo == b.lo; }
+/* What logs print of an id: its first 32 bits, enough to follow one
+ * request through P's and D's logs, never the whole capability. */
+static inline uint32_t kv_xfer_id_short(kv_xfer_id a) { return (uint32_t)(a.hi >> 32); }
+
 /* kv_transfer_params, as the proxy injects them. */
 typedef struct kv_xfer_params {
     bool do_remote_prefill;   /* D: fetch the prompt's KV from remote_engine */
@@ -45,8 +58,10 @@ typedef struct kv_xfer_params {
     bool has_transfer_id;
     bool has_remote_engine;
     bool has_bootstrap;
-    uint32_t transfer_id;
-    uint32_t remote_engine;   /* engine index of P */
+    bool has_decode_engine;
+    kv_xfer_id transfer_id;
+    uint32_t remote_engine;   /* D: engine index of P */
+    uint32_t decode_engine;   /* P: the D engine the proxy named; only its ranks may pull */
     kvt_addr remote_bootstrap;/* bootstrap address of P */
 } kv_xfer_params;
 

@@ -15,7 +15,7 @@
 #include "kvconn/status.h"
 #include "kvconn/types.h"
 
-#define KV_WIRE_VERSION 2u /* 2: XFER_META's regions carry the grant's key */
+#define KV_WIRE_VERSION 3u /* 2: XFER_META's regions carry the grant's key; 3: 128-bit transfer ids */
 #define KV_WIRE_HDR_BYTES 8u
 
 typedef enum kv_wire_type {
@@ -37,7 +37,7 @@ typedef enum kv_xfer_status { KV_XFER_FINISH = 0, KV_XFER_CONTINUE = 1, KV_XFER_
 /* One request of a pull: D's request, the transfer id, D's block ids. */
 typedef struct kv_wire_req_blocks {
     uint32_t d_req;
-    uint32_t transfer_id;
+    kv_xfer_id transfer_id;
     kv_block_table blocks;
 } kv_wire_req_blocks;
 

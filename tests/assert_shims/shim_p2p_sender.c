@@ -119,3 +119,11 @@ uint32_t shim_p2p_sender_take_pull_slots_of(kv_p2p_sender *s, kvt_peer peer, uin
         }
     return taken;
 }
+
+kvt_peer shim_p2p_sender_link_to(kv_p2p_sender *s, const kvt_addr *a) {
+    kvt_peer peer = KVT_NONE;
+    return kvt_connect(s->w->t, s->ep, a, &peer) == KV_OK ? peer : KVT_NONE;
+}
+
+uint64_t shim_p2p_sender_foreign_refused(const kv_p2p_sender *s) { return s->foreign_refused; }
+uint64_t shim_p2p_sender_peer_refused(const kv_p2p_sender *s) { return s->peer_refused; }

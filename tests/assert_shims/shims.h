@@ -46,6 +46,11 @@ bool shim_p2p_sender_over_share_as_built(uint32_t reqs_max, uint32_t pct, uint32
                                          uint32_t others, uint32_t n_reqs);
 void shim_p2p_sender_set_share(kv_p2p_sender *s, uint32_t pct); /* the worker's cfg.peer_share_pct */
 uint32_t shim_p2p_sender_take_pull_slots_of(kv_p2p_sender *s, kvt_peer peer, uint32_t n); /* give back as above */
+/* The sender's link to the endpoint at a (kvt_connect: the peer a pull from that endpoint comes from). */
+kvt_peer shim_p2p_sender_link_to(kv_p2p_sender *s, const kvt_addr *a);
+/* Requests refused to another D engine than their transfer id's; pulls refused for their link. */
+uint64_t shim_p2p_sender_foreign_refused(const kv_p2p_sender *s);
+uint64_t shim_p2p_sender_peer_refused(const kv_p2p_sender *s);
 /* shim_p2p_receiver.c */
 void shim_p2p_receiver_orphan_request(kv_p2p_receiver *r);   /* R4 */
 void shim_p2p_receiver_unterminated_addr(kv_p2p_receiver *r);/* C1-C3: our own pull cannot encode */

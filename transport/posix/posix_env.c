@@ -100,6 +100,14 @@ static uint64_t splitmix(uint64_t z) {
 
 static uint64_t e_random(void *ctx) {
     kvp_env *pe = ctx;
+    uint64_t v;
+    if (pe->kernel_random) {
+        ssize_t n;
+        while ((n = getrandom(&v, sizeof v, 0)) < 0 && errno == EINTR) {
+        }
+        if (n == (ssize_t)sizeof v) return v;
+    }
+    /* seeded (tests), or a kernel without getrandom(2): the counter */
     return splitmix(atomic_fetch_add_explicit(&pe->rng, 0x9e3779b97f4a7c15ull, memory_order_relaxed));
 }
 
@@ -169,6 +177,7 @@ kv_status kvp_env_init(kvp_env *pe, const kvp_env_cfg *cfg) {
     pe->cfg = *cfg;
     snprintf(pe->tag, sizeof pe->tag, "%s", cfg->tag ? cfg->tag : "kvconn");
     pe->seed = cfg->seed;
+    pe->kernel_random = cfg->seed == 0;
     if (pe->seed == 0 && getrandom(&pe->seed, sizeof pe->seed, 0) != (ssize_t)sizeof pe->seed)
         pe->seed = kvp_mono_ns() ^ ((uint64_t)getpid() << 32);
     atomic_init(&pe->rng, pe->seed);

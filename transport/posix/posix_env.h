@@ -2,8 +2,11 @@
  *
  *   now_ns        CLOCK_MONOTONIC
  *   alloc/release calloc/free (start-up only, as the core promises)
- *   random_u64    splitmix64 over an atomic counter: thread-safe, lock-free;
- *                 seeded from getrandom(2) unless cfg.seed is non-zero
+ *   random_u64    cfg.seed 0 (production): 8 bytes of getrandom(2), the
+ *                 kernel's CSPRNG, per call, so values (the proxy's transfer
+ *                 ids) cannot be predicted from earlier ones; cfg.seed non-zero
+ *                 (tests): splitmix64 over an atomic counter from that seed,
+ *                 reproducible and predictable. Both thread-safe, lock-free.
  *   log           one line per call on stderr, "[tag actor] LEVEL text",
  *                 written with a single write(2) so lines of concurrent
  *                 threads never interleave
@@ -22,7 +25,7 @@
 #include "kvconn/status.h"
 
 typedef struct kvp_env_cfg {
-    uint64_t seed;          /* 0: draw one from getrandom(2) */
+    uint64_t seed;          /* 0: random_u64 from getrandom(2), else a reproducible stream */
     kv_log_level level;     /* lines below it are dropped */
     const char *tag;        /* process tag in each line ("P0", "proxy"); may be NULL */
     bool keep_going;        /* violations are counted, not fatal (tests) */
@@ -37,6 +40,7 @@ typedef struct kvp_env {
     char tag[16];               /* copy of cfg.tag */
     uint64_t seed;              /* the seed in use (logged at start) */
     _Atomic uint64_t rng;       /* splitmix64 counter */
+    bool kernel_random;         /* cfg.seed was 0: random_u64 reads getrandom(2) */
     _Atomic uint64_t violations;
     kvp_actor_namer namer;      /* NULL: actors are printed by id */
     void *namer_ctx;
