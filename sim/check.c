@@ -47,6 +47,7 @@ void sim_check_begin(sim_check *c, const sim_check_view *v) {
     for (uint32_t i = 0; i < v->n_eng; i++) map_engine(c, i);
     for (uint32_t id = 0; id < chk_n_reqs(c); id++) c->req[id].hold_deadline_ns = UINT64_MAX;
     chk_outcome_begin(c);
+    chk_answer_begin(c);
     chk_cache_begin(c);
     chk_saved_begin(c);
 }
@@ -100,12 +101,18 @@ void sim_check_event(sim_check *c, uint32_t actor, const kv_msg *m) {
         }
         break;
     case CHK_ACTOR_STORE: chk_outcome_store(c); break;
-    case CHK_ACTOR_P2P: chk_outcome_sender(c, a->engine, a->rank); break;
+    case CHK_ACTOR_P2P:
+        chk_answer_event(c, a->engine, a->rank, m);
+        chk_outcome_sender(c, a->engine, a->rank);
+        break;
     default: break;
     }
 }
 
-void sim_check_fault(sim_check *c, const sim_fault *f) { chk_outcome_fault(c, f); }
+void sim_check_fault(sim_check *c, const sim_fault *f) {
+    chk_outcome_fault(c, f);
+    chk_answer_fault(c, f);
+}
 
 void sim_check_engine_down(sim_check *c, uint32_t i) {
     const kv_engine *e = c->v.eng[i];
@@ -137,6 +144,7 @@ void sim_check_end(sim_check *c, bool timed_out) {
     if (!chk_violated(c)) chk_live_end(c, timed_out);
     if (!chk_violated(c)) chk_pool_end(c);
     if (!chk_violated(c)) chk_outcome_end(c);
+    if (!chk_violated(c)) chk_answer_end(c, timed_out);
     if (!chk_violated(c)) chk_hold_end(c);
     if (!chk_violated(c)) chk_data_end(c);
     if (!chk_violated(c)) chk_cache_end(c);

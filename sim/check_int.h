@@ -72,6 +72,16 @@ typedef struct chk_saved {
     uint8_t engine, rank, group, pos;
 } chk_saved;
 
+/* A pull that reached a P rank and has had no final response yet
+ * (check_answer.c). */
+#define CHK_OPEN_PULLS_MAX 4096u
+typedef struct chk_open_pull {
+    uint64_t key;           /* D engine, D rank, P rank, D's batch */
+    uint64_t at_ns;         /* when it reached P */
+    uint32_t batch;
+    uint8_t p_engine, p_rank, d_engine, d_rank;
+} chk_open_pull;
+
 struct sim_check {
     sim_check_view v;
     chk_actor actor[SIM_ACTORS_MAX];
@@ -91,6 +101,12 @@ struct sim_check {
     chk_saved saved[CHK_SAVED_KEYS];
     uint32_t saved_run, saved_n;
     const char *saved_off;                 /* why this run is not judged (NULL: it is) */
+    /* INV-OUTCOME rule 5 (check_answer.c) */
+    chk_open_pull open[CHK_OPEN_PULLS_MAX];
+    uint32_t n_open;
+    bool open_lost;                        /* the table overflowed: not judged */
+    const char *answer_off;                /* a fault that loses messages struck: not judged */
+    uint32_t drops[KV_ENGINES_MAX];        /* drop_response faults aimed at each P engine */
 };
 
 static inline uint64_t chk_now(const sim_check *c) { return sim_rt_now(c->v.rt); }
@@ -184,6 +200,11 @@ void chk_stray_abort(sim_check *c, uint32_t engine, const kv_msg *m);
 /* check_grant.c */
 void chk_grant_event(sim_check *c);
 void chk_grant_end(sim_check *c);
+/* check_answer.c */
+void chk_answer_begin(sim_check *c);
+void chk_answer_fault(sim_check *c, const sim_fault *f);
+void chk_answer_event(sim_check *c, uint32_t engine, uint32_t rank, const kv_msg *m);
+void chk_answer_end(sim_check *c, bool timed_out);
 /* check_hit.c */
 void chk_hit_arrive(sim_check *c, uint32_t engine, const kv_msg *m);
 void chk_hit_execute(sim_check *c, uint32_t engine, uint32_t rank, const kv_msg *m);
