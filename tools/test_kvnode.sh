@@ -30,7 +30,7 @@
 #     proxy's bootstrap, so P registered again) all end ok, 3 pools clean, no
 #     violation, every process exits 0; again with a cluster secret;
 #     3f. the proxy killed and none comes back: P with --proxy-wait-ms 0 exits
-#     11 at once, D with 5000 says what it waits for and exits 11;
+#     11 at once, D with 6000 says what it waits for and exits 11;
 #  4. two P and two D engines (five processes): the proxy spreads the
 #     requests round-robin over both P and both D (every engine finishes
 #     half of them), every request ok, each D verified every block it
@@ -272,6 +272,7 @@ restart restartsec "--secret-file $tmp/rsecret"
 echo "  the same with a cluster secret (the new proxy's links prove it again): $NP ok, 3 pools clean"
 
 # ---- 3f: the proxy killed and none comes back: --proxy-wait-ms 0 exits 11 at once, N ms after N ms
+# (D's receive timeout 2 s bounds its drain, so its redial surely runs for over a second)
 rm -f "$tmp/gone.port"
 "$K" --role proxy --port-file "$tmp/gone.port" --requests 400 --window 8 >"$tmp/gone.proxy.out" 2>"$tmp/gone.proxy.err" &
 PX=$!; pids+=("$PX")
@@ -279,15 +280,15 @@ for _ in $(seq 200); do [ -s "$tmp/gone.port" ] && break; sleep 0.05; done
 [ -s "$tmp/gone.port" ] || fail "gone: proxy did not start"
 port=$(cat "$tmp/gone.port")
 "$K" --role prefill --proxy "127.0.0.1:$port" --step-us 1000 --proxy-wait-ms 0 2>"$tmp/gone.p.err" & PP=$!; pids+=("$PP")
-"$K" --role decode --proxy "127.0.0.1:$port" --step-us 1000 --proxy-wait-ms 5000 2>"$tmp/gone.d.err" & PD=$!; pids+=("$PD")
+"$K" --role decode --proxy "127.0.0.1:$port" --step-us 1000 --recv-timeout-ms 2000 --proxy-wait-ms 6000 2>"$tmp/gone.d.err" & PD=$!; pids+=("$PD")
 signal_at gone KILL "$PX" 40 3000
 waitfor "$PX" 10
 waitfor "$PP" 20; rc=$?; [ $rc = 11 ] || fail "gone: P (--proxy-wait-ms 0) exited $rc, wanted 11"
 grep -q "the proxy went away; stopping (--proxy-wait-ms 0)" "$tmp/gone.p.err" || fail "gone: P did not say why it stopped"
-waitfor "$PD" 60; rc=$?; [ $rc = 11 ] || fail "gone: D (--proxy-wait-ms 5000) exited $rc, wanted 11"
+waitfor "$PD" 60; rc=$?; [ $rc = 11 ] || fail "gone: D (--proxy-wait-ms 6000) exited $rc, wanted 11"
 grep -q "waiting for a connection to 127.0.0.1:$port" "$tmp/gone.d.err" || fail "gone: D did not say what it waits for"
-grep -q "no new one was taken in 5000 ms" "$tmp/gone.d.err" || fail "gone: D did not say it gave up"
-echo "  the proxy killed and no new one: P with --proxy-wait-ms 0 exits 11 at once, D with 5000 says what it waits for and exits 11"
+grep -q "no new one was taken in 6000 ms" "$tmp/gone.d.err" || fail "gone: D did not say it gave up"
+echo "  the proxy killed and no new one: P with --proxy-wait-ms 0 exits 11 at once, D with 6000 says what it waits for and exits 11"
 
 # ---- 4: two P + two D engines, round-robin --------------------------------------------
 NM=$(( N < 400 ? N : 400 ))
