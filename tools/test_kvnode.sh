@@ -23,6 +23,14 @@
 #     3d. one of two D engines killed mid-run, then a new process started in
 #     its place: the proxy fails only what D1 held, sends the rest to D2
 #     meanwhile, takes the new D1 back (it finishes requests), 3 pools clean;
+#     3e. the proxy SIGKILLed mid-run and a new proxy started on the same
+#     address (--listen 127.0.0.1:PORT) with its own requests: P and D abort
+#     what the old one had sent, redial, log that they took the new one; its
+#     requests (over P, D1 and a new D2, which finds P only through the new
+#     proxy's bootstrap, so P registered again) all end ok, 3 pools clean, no
+#     violation, every process exits 0; again with a cluster secret;
+#     3f. the proxy killed and none comes back: P with --proxy-wait-ms 0 exits
+#     11 at once, D with 6000 says what it waits for and exits 11;
 #  4. two P and two D engines (five processes): the proxy spreads the
 #     requests round-robin over both P and both D (every engine finishes
 #     half of them), every request ok, each D verified every block it
@@ -215,6 +223,72 @@ grep -q "engine D1 is back" "$tmp/redo.proxy.err" || fail "redo: the proxy did n
 [ "$(jget "$j" "d['engines'][1]['finished'] > 0")" = True ] || fail "redo: the new D1 finished nothing"
 check_clean redo 0; check_clean redo 1; check_clean redo 2
 echo "  SIGKILL of D1 of two at $((NR / 5))+ done, then a new D1: $(jget "$j" "d['error']") requests failed (D1's in flight), the rest went to D2 meanwhile, the new D1 finished $(jget "$j" "d['engines'][1]['finished']"); $(jget "$j" "d['ok']") ok, 3 pools clean"
+
+# ---- 3e: the proxy SIGKILLed mid-run, a new proxy on the same address takes the engines -----
+# restart NAME "node args": proxy 1 (its address from the port file) with P and D1; SIGKILL of
+# proxy 1 at 40+ done; proxy 2 on the same address with its own NP requests over P, D1 and a new
+# D2 (which finds P only through proxy 2's bootstrap: P registered again): all ok, P and D1 log
+# that they took it, the three pools clean, no violation, every process exits 0
+NP=100
+restart() {
+  local name=$1 extra=$2 port rc e
+  rm -f "$tmp/$name.port"
+  "$K" --role proxy --port-file "$tmp/$name.port" --requests 400 --window 8 $extra \
+    >"$tmp/$name.proxy.out" 2>"$tmp/$name.proxy.err" &
+  PX=$!; pids+=("$PX")
+  for _ in $(seq 200); do [ -s "$tmp/$name.port" ] && break; sleep 0.05; done
+  [ -s "$tmp/$name.port" ] || fail "$name: proxy 1 did not start"
+  port=$(cat "$tmp/$name.port")
+  local eng="--proxy 127.0.0.1:$port --log info --step-us 1000 --proxy-wait-ms 120000 $extra"
+  "$K" --role prefill $eng 2>"$tmp/$name.p.err" & PP=$!; pids+=("$PP")
+  "$K" --role decode $eng 2>"$tmp/$name.d.err" & PD=$!; pids+=("$PD")
+  signal_at "$name" KILL "$PX" 40 3000 # up to 60 s: a TSan build is slow
+  waitfor "$PX" 10 # 137: killed
+  "$K" --role proxy --listen "127.0.0.1:$port" --decodes 2 --json "$tmp/$name.json" --requests $NP $extra \
+    >"$tmp/$name.proxy2.out" 2>"$tmp/$name.proxy2.err" &
+  PX=$!; pids+=("$PX")
+  "$K" --role decode --index 2 $eng 2>"$tmp/$name.d2.err" & PD2=$!; pids+=("$PD2")
+  waitfor "$PX" 180; rc=$?; [ $rc = 0 ] || fail "$name: proxy 2 exited $rc"
+  waitfor "$PP" 30; rc=$?; [ $rc = 0 ] || fail "$name: P exited $rc"
+  waitfor "$PD" 30; rc=$?; [ $rc = 0 ] || fail "$name: D1 exited $rc"
+  waitfor "$PD2" 30; rc=$?; [ $rc = 0 ] || fail "$name: D2 exited $rc"
+  j=$tmp/$name.json
+  [ "$(jget "$j" "d['ok']")" = $NP ] || fail "$name: $(jget "$j" "d['ok']") of proxy 2's $NP requests ok"
+  for e in p d; do
+    grep -q "the proxy's link is lost: aborting the [0-9]* request" "$tmp/$name.$e.err" || fail "$name: $e did not end the lost proxy's requests"
+    grep -q "took the new proxy at 127.0.0.1:$port" "$tmp/$name.$e.err" || fail "$name: $e did not take the new proxy"
+    grep -q "VIOLATION" "$tmp/$name.$e.err" && fail "$name: $e reported a violation"
+  done
+  grep -q "VIOLATION" "$tmp/$name.d2.err" && fail "$name: D2 reported a violation"
+  check_clean "$name" 0; check_clean "$name" 1; check_clean "$name" 2
+  for e in 1 2; do
+    [ "$(jget "$j" "d['engines'][$e]['verified_blocks'] > 0")" = True ] || fail "$name: D$e verified nothing for proxy 2"
+  done
+}
+restart restart ""
+echo "  SIGKILL of the proxy at 40+ done, a new proxy on the same address: P and D ended the old one's requests (P $(grep -o 'aborting the [0-9]*' "$tmp/restart.p.err" | grep -o '[0-9]*'), D $(grep -o 'aborting the [0-9]*' "$tmp/restart.d.err" | grep -o '[0-9]*')), took the new one, which ran its $NP requests (all ok) over them and a new D2 that found P through its bootstrap, 3 pools clean, every process exits 0"
+"$K" keygen "$tmp/rsecret" 2>/dev/null || fail "restart: keygen"
+restart restartsec "--secret-file $tmp/rsecret"
+echo "  the same with a cluster secret (the new proxy's links prove it again): $NP ok, 3 pools clean"
+
+# ---- 3f: the proxy killed and none comes back: --proxy-wait-ms 0 exits 11 at once, N ms after N ms
+# (D's receive timeout 2 s bounds its drain, so its redial surely runs for over a second)
+rm -f "$tmp/gone.port"
+"$K" --role proxy --port-file "$tmp/gone.port" --requests 400 --window 8 >"$tmp/gone.proxy.out" 2>"$tmp/gone.proxy.err" &
+PX=$!; pids+=("$PX")
+for _ in $(seq 200); do [ -s "$tmp/gone.port" ] && break; sleep 0.05; done
+[ -s "$tmp/gone.port" ] || fail "gone: proxy did not start"
+port=$(cat "$tmp/gone.port")
+"$K" --role prefill --proxy "127.0.0.1:$port" --step-us 1000 --proxy-wait-ms 0 2>"$tmp/gone.p.err" & PP=$!; pids+=("$PP")
+"$K" --role decode --proxy "127.0.0.1:$port" --step-us 1000 --recv-timeout-ms 2000 --proxy-wait-ms 6000 2>"$tmp/gone.d.err" & PD=$!; pids+=("$PD")
+signal_at gone KILL "$PX" 40 3000
+waitfor "$PX" 10
+waitfor "$PP" 20; rc=$?; [ $rc = 11 ] || fail "gone: P (--proxy-wait-ms 0) exited $rc, wanted 11"
+grep -q "the proxy went away; stopping (--proxy-wait-ms 0)" "$tmp/gone.p.err" || fail "gone: P did not say why it stopped"
+waitfor "$PD" 60; rc=$?; [ $rc = 11 ] || fail "gone: D (--proxy-wait-ms 6000) exited $rc, wanted 11"
+grep -q "waiting for a connection to 127.0.0.1:$port" "$tmp/gone.d.err" || fail "gone: D did not say what it waits for"
+grep -q "no new one was taken in 6000 ms" "$tmp/gone.d.err" || fail "gone: D did not say it gave up"
+echo "  the proxy killed and no new one: P with --proxy-wait-ms 0 exits 11 at once, D with 6000 says what it waits for and exits 11"
 
 # ---- 4: two P + two D engines, round-robin --------------------------------------------
 NM=$(( N < 400 ? N : 400 ))

@@ -10,10 +10,10 @@
  *                           addr "tcp://" + the rank's sender endpoint); a
  *                           decode engine queries it and prints what it lists.
  * The sender's address comes from the core's own registration: on P the
- * core's bootstrap actor is fronted by a relay actor that forwards every
- * message unchanged to the proxy's bootstrap actor and keeps a copy of each
- * REGISTER for the HTTP registration. The core's path (KV_M_BOOT_REG and
- * QUERY to the proxy) is not changed. */
+ * core's bootstrap actor is fronted by a relay actor (proxy_link.c) that
+ * forwards every message unchanged to the proxy's bootstrap actor and keeps
+ * a copy of each REGISTER, which the HTTP registration is made from. The
+ * core's path (KV_M_BOOT_REG and QUERY to the proxy) is not changed. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,17 +23,11 @@
 #include "apps/kvnode/kvnode.h"
 #include "core/msgs.h"
 
-#define REG_WAIT_MS 10000u    /* P: its senders' REGISTER reach the relay within this */
 #define GIVE_UP_MS 30000u     /* registration and query: as kvnode's other start-up waits */
 
 struct kvn_boot_hook {
     kvn_http_boot *srv;         /* the owner's server (NULL elsewhere) */
     char addr[96];              /* where the server is ("IP:PORT", the owner's real port) */
-    kv_rt *rt;
-    uint32_t boot;              /* the proxy's bootstrap actor: the relay forwards to it */
-    pthread_mutex_t mu;         /* regs: written by the relay, read by the main thread */
-    uint32_t n_regs;
-    kv_wire_boot regs[KV_TP_MAX];
 };
 
 static kvn_boot_hook hook_storage; /* one engine per process */
@@ -47,7 +41,6 @@ kvn_boot_hook *kvn_boot_hook_begin(const kvn_opts *o, const char *tag, int *rc) 
     if (!o->http_boot) return NULL;
     kvn_boot_hook *h = &hook_storage;
     memset(h, 0, sizeof *h);
-    pthread_mutex_init(&h->mu, NULL);
     snprintf(h->addr, sizeof h->addr, "%s", o->http_boot);
     if (!owner(o)) return h;
     char why[256];
@@ -68,58 +61,11 @@ kvn_boot_hook *kvn_boot_hook_begin(const kvn_opts *o, const char *tag, int *rc) 
     return h;
 }
 
-/* Forwards first, then counts: n_regs ranks are at the proxy's bootstrap. */
-static void relay_handle(void *self, const kv_msg *m) {
-    kvn_boot_hook *h = self;
-    kv_status st = kv_rt_post(h->rt, h->boot, m->kind, m->payload, m->len);
-    if (st != KV_OK) fprintf(stderr, "http bootstrap: relay: a message to the bootstrap actor lost: %s\n",
-                             kv_status_str(st));
-    if (m->kind == KV_M_BOOT_REG && m->len == sizeof(kv_wire_boot)) {
-        pthread_mutex_lock(&h->mu);
-        if (h->n_regs < KV_TP_MAX) memcpy(&h->regs[h->n_regs++], m->payload, sizeof(kv_wire_boot));
-        pthread_mutex_unlock(&h->mu);
-    }
-}
-
-bool kvn_boot_hook_relays(const kvn_boot_hook *h, const kvn_opts *o) {
-    return h && strcmp(o->role, "prefill") == 0;
-}
-
-/* The relay's copies of the ranks' REGISTER once it has all o->tp of them
- * (waits up to REG_WAIT_MS). Their number. */
-static uint32_t forwarded(kvn_boot_hook *h, const kvn_opts *o, kv_wire_boot *regs) {
-    uint32_t n = 0;
-    for (uint32_t waited = 0;; waited += 5) {
-        pthread_mutex_lock(&h->mu);
-        n = h->n_regs;
-        memcpy(regs, h->regs, sizeof h->regs);
-        pthread_mutex_unlock(&h->mu);
-        if (n >= o->tp || waited >= REG_WAIT_MS) return n;
-        kvn_nap_ms(5);
-    }
-}
-
-kv_status kvn_boot_hook_forwarded(kvn_boot_hook *h, const kvn_opts *o) {
-    kv_wire_boot regs[KV_TP_MAX];
-    return forwarded(h, o, regs) >= o->tp ? KV_OK : KV_ETIMEDOUT;
-}
-
-kv_status kvn_boot_hook_relay(kvn_boot_hook *h, const kvn_opts *o, kv_rt *rt, uint32_t node, uint32_t *boot) {
-    if (!h || strcmp(o->role, "prefill") != 0) return KV_OK;
-    h->rt = rt;
-    h->boot = *boot;
-    char name[KVP_NAME_MAX];
-    snprintf(name, sizeof name, "P%u.bootrelay", o->index);
-    return kv_rt_spawn(rt, name, node, relay_handle, h, 1u << 16, boot);
-}
-
-/* P: each TP rank's registration (the relay has them all: kvn_boot_hook_forwarded). */
-static int register_ranks(kvn_boot_hook *h, const kvn_opts *o, const char *tag) {
-    kv_wire_boot regs[KV_TP_MAX];
-    uint32_t n = forwarded(h, o, regs);
+/* P: each TP rank's registration, from the core's (the relay's copies). */
+static int register_ranks(const kvn_boot_hook *h, const kvn_opts *o, const char *tag, const kv_wire_boot *regs,
+                          uint32_t n) {
     if (n < o->tp) {
-        fprintf(stderr, "[%s] kvnode: http bootstrap: %u of %u ranks registered with the core in %u ms\n", tag, n,
-                o->tp, REG_WAIT_MS);
+        fprintf(stderr, "[%s] kvnode: http bootstrap: %u of %u ranks registered with the core\n", tag, n, o->tp);
         return EXIT_SIM;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -138,9 +84,9 @@ static int register_ranks(kvn_boot_hook *h, const kvn_opts *o, const char *tag) 
     return 0;
 }
 
-int kvn_boot_hook_up(kvn_boot_hook *h, const kvn_opts *o, const char *tag) {
+int kvn_boot_hook_up(kvn_boot_hook *h, const kvn_opts *o, const char *tag, const kv_wire_boot *regs, uint32_t n_regs) {
     if (!h) return 0;
-    if (strcmp(o->role, "prefill") == 0) return register_ranks(h, o, tag);
+    if (strcmp(o->role, "prefill") == 0) return register_ranks(h, o, tag, regs, n_regs);
     char why[512];
     int n = kvn_boot_client_query(h->addr, 1, GIVE_UP_MS, tag, why, sizeof why);
     if (n < 0) fprintf(stderr, "[%s] kvnode: http bootstrap: GET /query at %s: %s\n", tag, h->addr, why);

@@ -1,12 +1,14 @@
 /* apps/kvnode/engine_node.c — a P or D engine process: the core's engine on
  * the threaded runtime, its workers' KV memory registered with the TCP
- * transport, an admin actor, and a main thread that waits for SHUTDOWN (or
- * for the proxy to go away) and prints live accounting on --stats-ms. */
+ * transport, an admin actor, and a main thread that waits for SHUTDOWN,
+ * takes a new proxy when the proxy's link is lost (proxy_link.c), and
+ * prints live accounting on --stats-ms. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "apps/kvnode/kvnode.h"
+#include "apps/kvnode/proxy_link.h"
 #include "core/worker.h"
 #include "transport/posix/net.h"
 #include "transport/rdma/rdma.h"
@@ -16,6 +18,7 @@
 #endif
 
 #define LOOKUP_NS 30000000000ull
+#define REG_WAIT_MS 10000u /* P: its senders' REGISTER reach the relay within this */
 
 typedef struct engine_node {
     kvp_env pe;
@@ -24,6 +27,7 @@ typedef struct engine_node {
     kv_engine *eng;
     uint32_t admin;
     kvn_boot_hook *http_boot; /* --http-bootstrap: the server (owner) or its client */
+    kvn_plink link;           /* the link to the proxy, P's bootstrap relay */
 #ifdef KVCONN_HAVE_RDMA
     kvt_rdma_verbs verbs;  /* --transport rdma: the libibverbs binding */
     bool verbs_open;
@@ -114,14 +118,7 @@ static void prefault_pools(kv_engine *e) {
 
 static kv_status build(engine_node *n, const kvn_opts *o) {
     kv_rt *rt = kvp_rt_iface(n->rt);
-    uint32_t pproc = 0, proxy = 0, boot = 0;
-    kv_status st = kvp_rt_dial(n->rt, o->proxy, LOOKUP_NS, &pproc);
-    if (st != KV_OK) {
-        kv_logf(&n->pe.env, KV_LOG_ERROR, "cannot reach the proxy at %s: %s", o->proxy, kv_status_str(st));
-        return st;
-    }
-    st = kvp_rt_lookup(n->rt, "proxy", LOOKUP_NS, &proxy);
-    if (st == KV_OK) st = kvp_rt_lookup(n->rt, "bootstrap", LOOKUP_NS, &boot);
+    kv_status st = kvn_plink_dial(&n->link, LOOKUP_NS);
     if (st != KV_OK) return st;
     kvt *inner = NULL;
     st = kvt_tcp_new(&n->pe.env, o->host, &inner);
@@ -157,22 +154,26 @@ static kv_status build(engine_node *n, const kvn_opts *o) {
     }
     kvt *t[KV_TP_MAX];
     for (uint32_t r = 0; r < KV_TP_MAX; r++) t[r] = kvp_net_kvt(n->net); /* ranks share this process's transport */
-    kv_engine_cfg ec = engine_cfg(o, proxy, boot);
-    /* P with --http-bootstrap: the core's REGISTER goes through the relay, which copies it for the HTTP one */
-    st = kvn_boot_hook_relay(n->http_boot, o, rt, ec.node, &ec.bootstrap_actor);
+    kv_engine_cfg ec = engine_cfg(o, n->link.proxy, n->link.boot);
+    /* P: the core's REGISTER goes through the relay, which keeps a copy (for a new proxy, and the HTTP one) */
+    st = kvn_plink_relay(&n->link, ec.node, &ec.bootstrap_actor);
     if (st == KV_OK) st = kv_engine_new(&n->pe.env, rt, &ec, KV_CONN_P2P, t, &n->eng);
     if (st == KV_OK) prefault_pools(n->eng);
     char name[KVP_NAME_MAX];
     snprintf(name, sizeof name, "%c%u.admin", ec.role == KV_ROLE_PRODUCER ? 'P' : 'D', ec.index);
     if (st == KV_OK) st = kv_rt_spawn(rt, name, ec.node, admin_handle, n, 1u << 16, &n->admin);
-    /* With the relay, its actors start before they are published, and the relay has forwarded every
-     * rank's REGISTER by then: no one can send this engine a request before the proxy's bootstrap has
-     * its senders, as without the relay (the senders post at build time). */
-    bool relay = kvn_boot_hook_relays(n->http_boot, o);
-    if (st == KV_OK && !relay) st = kvp_rt_publish(n->rt);
+    n->link.eng = n->eng;
+    n->link.admin = n->admin;
+    /* P's actors start before they are published, and the relay has forwarded every rank's REGISTER by
+     * then: no one can send this engine a request before the proxy's bootstrap has its senders. */
+    bool p = ec.role == KV_ROLE_PRODUCER;
+    if (st == KV_OK && !p) st = kvp_rt_publish(n->rt);
     if (st == KV_OK) st = kvp_rt_start(n->rt);
-    if (st == KV_OK && relay) st = kvn_boot_hook_forwarded(n->http_boot, o);
-    if (st == KV_OK && relay) st = kvp_rt_publish(n->rt);
+    if (st == KV_OK && p && kvn_plink_registered(&n->link, o->tp, REG_WAIT_MS, NULL) < o->tp) {
+        kv_logf(&n->pe.env, KV_LOG_ERROR, "the senders' REGISTER did not reach the relay in %u ms", REG_WAIT_MS);
+        st = KV_ETIMEDOUT;
+    }
+    if (st == KV_OK && p) st = kvp_rt_publish(n->rt);
     if (st == KV_OK) st = kvp_net_start(n->net);
     return st;
 }
@@ -190,6 +191,8 @@ int kvn_run_engine(const kvn_opts *o) {
     kvp_rt_set_waiting(n.rt, kvn_say_waiting, tag);
     kvp_rt_set_remote_filter(n.rt, kvn_remote_ok, NULL);
     atomic_init(&n.shutdown, false);
+    kvn_plink_init(&n.link, n.rt, &n.pe.env, o, tag);
+    n.link.shutdown = &n.shutdown;
     int rc_exit = EXIT_CLEAN;
     n.http_boot = kvn_boot_hook_begin(o, tag, &rc_exit);
     if (rc_exit) return rc_exit;
@@ -203,15 +206,13 @@ int kvn_run_engine(const kvn_opts *o) {
     }
     fprintf(stderr, "[%s] kvnode %s up (engine %u, tp %u, %u blocks x %u B, transport %s)\n", tag, o->role, o->index,
             o->tp, o->pool_blocks, o->head_bytes * KV_HEADS / o->tp, o->transport);
-    if ((rc_exit = kvn_boot_hook_up(n.http_boot, o, tag))) atomic_store(&n.shutdown, true);
+    kv_wire_boot regs[KV_TP_MAX];
+    uint32_t n_regs = p ? kvn_plink_registered(&n.link, o->tp, 0, regs) : 0;
+    if ((rc_exit = kvn_boot_hook_up(n.http_boot, o, tag, regs, n_regs))) atomic_store(&n.shutdown, true);
     uint64_t next_stats = kvp_mono_ns() + (uint64_t)o->stats_ms * 1000000u;
     while (!atomic_load(&n.shutdown)) {
         kvn_nap_ms(10);
-        if (!kvp_rt_link_up(n.rt, 0)) {
-            fprintf(stderr, "[%s] kvnode: the proxy went away; stopping\n", tag);
-            rc_exit = EXIT_PEER_LOST;
-            break;
-        }
+        if (!kvp_rt_link_up(n.rt, 0) && !kvn_plink_lost(&n.link, &rc_exit)) break;
         if (o->stats_ms && kvp_mono_ns() >= next_stats) {
             kvn_stats s;
             char line[1024];

@@ -99,6 +99,7 @@ typedef struct kvn_opts {
     uint32_t max_pending, max_pending_addr; /* transport connections in their HELLO: all, per address */
     uint32_t peer_share;     /* P: percent of its pull and request slots one D peer may hold (75; 100: all) */
     const char *http_boot;   /* engines: --http-bootstrap IP:PORT (P0 serves it, P registers, D queries) */
+    uint32_t proxy_wait_ms;  /* engines: how long a lost proxy may take to come back (30000; 0: exit 11 at once) */
 } kvn_opts;
 
 /* The ABI tag both ends of the bridge must share: sizes of every payload
@@ -129,23 +130,23 @@ int kvn_run_kvt_blast(const kvn_opts *o);
 /* The HTTP bootstrap (boot_node.c). An engine with --http-bootstrap:
  * kvn_boot_hook_begin before anything else (the owner, prefill engine 0,
  * starts the server; NULL without the option, or on failure with *rc the
- * exit code), kvn_boot_hook_relay with the proxy's bootstrap actor before
- * the engine is built (on P it becomes the relay's id: pass that to the
- * engine), kvn_boot_hook_up once the engine runs (P registers its ranks, D
+ * exit code), kvn_boot_hook_up once the engine runs (P registers its ranks
+ * from regs[0..n), the REGISTERs its core made (proxy_link.h's relay); D
  * queries; 0 or the exit code), kvn_boot_hook_end at exit. */
 typedef struct kvn_boot_hook kvn_boot_hook;
 bool kvn_boot_is_owner(const kvn_opts *o);
 kvn_boot_hook *kvn_boot_hook_begin(const kvn_opts *o, const char *tag, int *rc);
-kv_status kvn_boot_hook_relay(kvn_boot_hook *h, const kvn_opts *o, kv_rt *rt, uint32_t node, uint32_t *boot);
-/* P with the hook: the engine's actors start before they are published, and
- * kvn_boot_hook_forwarded (between the two) waits until the relay has passed
- * every rank's REGISTER on (KV_ETIMEDOUT after 10 s). */
-bool kvn_boot_hook_relays(const kvn_boot_hook *h, const kvn_opts *o);
-kv_status kvn_boot_hook_forwarded(kvn_boot_hook *h, const kvn_opts *o);
-int kvn_boot_hook_up(kvn_boot_hook *h, const kvn_opts *o, const char *tag);
+int kvn_boot_hook_up(kvn_boot_hook *h, const kvn_opts *o, const char *tag, const kv_wire_boot *regs, uint32_t n);
 void kvn_boot_hook_end(kvn_boot_hook *h);
 /* --role http-bootstrap: the server alone on --listen until SIGINT/SIGTERM. */
 int kvn_run_http_boot(const kvn_opts *o);
+
+/* Posts from a thread that is no actor's, retrying a full mailbox every
+ * 100 us for at most 2 s. */
+kv_status kvn_post_retry(kvp_rt *rt, uint32_t to, uint32_t kind, const void *p, uint32_t len);
+/* A block pool with every block free or cached (nothing owned, pinned or
+ * in flight). */
+bool kvn_pool_clean(const kv_pool_report *r);
 
 /* Sleeps ms milliseconds (the start-up and run loops' polls). */
 void kvn_nap_ms(uint32_t ms);

@@ -77,6 +77,19 @@ void kvn_nap_ms(uint32_t ms) {
     nanosleep(&ts, NULL);
 }
 
+kv_status kvn_post_retry(kvp_rt *rt, uint32_t to, uint32_t kind, const void *p, uint32_t len) {
+    kv_status st = KV_EFULL;
+    for (uint32_t i = 0; i < 20000 && st == KV_EFULL; i++) {
+        st = kv_rt_post(kvp_rt_iface(rt), to, kind, p, len);
+        if (st == KV_EFULL) nanosleep(&(struct timespec){.tv_nsec = 100000}, NULL);
+    }
+    return st;
+}
+
+bool kvn_pool_clean(const kv_pool_report *r) {
+    return !r->owned && !r->pinned && !r->inflight && r->free + r->cached == r->capacity;
+}
+
 bool kvn_write_port_file(const char *path, uint16_t port) {
     char tmp[512];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return false;
@@ -105,6 +118,9 @@ static void usage(FILE *out) {
           "           --policy fail|recompute\n"
           "  engines: --proxy IP:PORT  --index N (P 0, D 1; with the proxy's --prefills N: P 0..N-1, D N..)\n"
           "           --stats-ms N (live pool accounting)\n"
+          "           --proxy-wait-ms N (30000): when the proxy's link is lost, the engine aborts what that\n"
+          "           proxy had sent it, waits until it holds nothing, redials --proxy and answers to the new\n"
+          "           proxy there; it exits 11 if none is taken within N ms (0: exit 11 at once)\n"
           "           --http-bootstrap IP:PORT (vLLM's Mooncake bootstrap over HTTP: prefill engine 0 serves\n"
           "           POST /register and GET /query there (port 0: any; it prints which), every prefill\n"
           "           engine registers its TP ranks, a decode engine queries it and prints what it lists)\n"
@@ -169,6 +185,7 @@ static int parse_arg(kvn_opts *o, const char *k, const char *v) {
         {"--prefills", &o->prefills},     {"--decodes", &o->decodes},
         {"--hello-ms", &o->hello_ms},     {"--max-pending", &o->max_pending},
         {"--max-pending-per-addr", &o->max_pending_addr}, {"--peer-share", &o->peer_share},
+        {"--proxy-wait-ms", &o->proxy_wait_ms},
     };
     static const char *const transports[] = {"tcp", "rdma"}, *const kvmems[] = {"host", "staged", "hbm"},
                              *const levels[] = {"debug", "info", "warn", "error"};
@@ -345,7 +362,7 @@ int main(int argc, char **argv) {
                   .max_batched_tokens = 8192, .recv_timeout_ms = 10000, .abort_timeout_ms = 5000,
                   .groups = 1, .transport = "tcp", .kvmem = "host", .rdma_port = 1, .prefills = 1, .decodes = 1,
                   .stall_ms = 30000, .policy = KV_POLICY_FAIL, .log_level = KV_LOG_WARN, .hello_ms = 5000,
-                  .max_pending = 16, .max_pending_addr = 8, .peer_share = 75};
+                  .max_pending = 16, .max_pending_addr = 8, .peer_share = 75, .proxy_wait_ms = 30000};
     for (int i = 1; i < argc; i++) {
         int done = -1, rc;
         if (take_flag(&o, argv[i], &done) > 0) {

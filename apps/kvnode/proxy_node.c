@@ -100,12 +100,7 @@ static const char *namer(void *ctx, uint32_t actor) { return kvp_rt_actor_name(c
 
 /* Posts from the main thread, retrying a full mailbox (bounded). */
 static kv_status post_retry(proxy_node *n, uint32_t to, uint32_t kind, const void *p, uint32_t len) {
-    kv_status st = KV_EFULL;
-    for (uint32_t i = 0; i < 20000 && st == KV_EFULL; i++) {
-        st = kv_rt_post(kvp_rt_iface(n->rt), to, kind, p, len);
-        if (st == KV_EFULL) nap_us(100);
-    }
-    return st;
+    return kvn_post_retry(n->rt, to, kind, p, len);
 }
 
 /* Posts from the driver actor's thread so replies come back to it. */
@@ -380,9 +375,7 @@ static void summarize(const proxy_node *n, const kvn_opts *o, uint64_t elapsed_n
 static bool pools_clean(const kvn_stats *s) {
     if (s->live_reqs || s->conn_state) return false;
     for (uint32_t g = 0; g < s->n_groups; g++)
-        if (s->pool[g].owned || s->pool[g].pinned || s->pool[g].inflight ||
-            s->pool[g].free + s->pool[g].cached != s->pool[g].capacity)
-            return false;
+        if (!kvn_pool_clean(&s->pool[g])) return false;
     return true;
 }
 

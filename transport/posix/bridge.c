@@ -63,6 +63,8 @@ enum { LINK_HELLO = 1, LINK_UP = 2, LINK_PROOF = 3 };
 #define BR_HELLO_AUTH (BR_HELLO_PLAIN + KV_AUTH_NONCE_BYTES)
 #define BR_LABEL "kvconn bridge"
 #define BR_DEADLINE_MS_DEFAULT 5000u
+#define BR_DIAL_BACKOFF_MIN_MS 20u  /* kvp_rt_dial's first wait after a refused connect ... */
+#define BR_DIAL_BACKOFF_MAX_MS 500u /* ... doubling up to this */
 #define BR_DIAL_TRIES 4u /* connections kvp_rt_dial makes when the other side closes one in its handshake */
 #define BR_PENDING_MAX 8u /* accepted links in their handshake, at most: a new one evicts the oldest */
 #define BR_LOG_FIRST 16u
@@ -167,7 +169,7 @@ static uint32_t link_add(kvp_rt *rt, int fd) {
         l->proc = l->peer_proc = KVP_NONE;
         l->opened_ns = kvp_mono_ns();
         queue_hello(rt, l);
-        if (!b->key.set) queue_dir(rt, l); /* with a secret, once the link is up */
+        if (!b->key.set && !b->dir_on_publish) queue_dir(rt, l); /* with a secret, once the link is up */
         return i;
     }
     return KVP_NONE;
@@ -265,7 +267,7 @@ static bool on_proof(kvp_rt *rt, uint32_t li, const uint8_t *p, uint32_t n) {
         return false;
     }
     link_up(rt, li, l->peer_proc);
-    queue_dir(rt, l); /* names only to a peer that proved the secret */
+    if (!b->dir_on_publish) queue_dir(rt, l); /* names only to a peer that proved the secret */
     return true;
 }
 
@@ -651,8 +653,12 @@ kv_status kvp_rt_listen(kvp_rt *rt, const char *host, uint16_t port, uint16_t *o
     return KV_OK;
 }
 
+/* Connects, retrying a refused or failed connect with a backoff that starts
+ * at BR_DIAL_BACKOFF_MIN_MS and doubles up to BR_DIAL_BACKOFF_MAX_MS, until
+ * until_ns; says what it waits for once a second. */
 static int dial_blocking(kvp_rt *rt, const char *addr, const struct sockaddr_in *sa, uint64_t t0, uint64_t until_ns) {
     uint64_t next = t0 + 1000000000ull;
+    uint32_t backoff_ms = BR_DIAL_BACKOFF_MIN_MS;
     for (;;) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         if (fd < 0) return -1;
@@ -663,8 +669,10 @@ static int dial_blocking(kvp_rt *rt, const char *addr, const struct sockaddr_in 
         char what[160];
         snprintf(what, sizeof what, "a connection to %s (%s)", addr, strerror(e));
         kvp_rt_report_wait(rt, what, t0, until_ns, &next);
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = 20000000};
+        uint64_t left_ms = (until_ns - kvp_mono_ns()) / 1000000u, nap_ms = backoff_ms < left_ms ? backoff_ms : left_ms;
+        struct timespec ts = {.tv_sec = (time_t)(nap_ms / 1000u), .tv_nsec = (long)(nap_ms % 1000u) * 1000000L};
         nanosleep(&ts, NULL);
+        backoff_ms = backoff_ms * 2u < BR_DIAL_BACKOFF_MAX_MS ? backoff_ms * 2u : BR_DIAL_BACKOFF_MAX_MS;
     }
 }
 
@@ -754,6 +762,12 @@ kv_status kvp_rt_set_secret(kvp_rt *rt, const kv_auth_key *key) {
     kv_status st = busy ? KV_ESTATE : kv_auth_set(&b->key, key);
     pthread_mutex_unlock(&b->mu);
     return st;
+}
+
+void kvp_rt_set_dir_on_publish(kvp_rt *rt, bool on) {
+    pthread_mutex_lock(&rt->br.mu);
+    rt->br.dir_on_publish = on;
+    pthread_mutex_unlock(&rt->br.mu);
 }
 
 void kvp_rt_set_handshake_deadline_ms(kvp_rt *rt, uint32_t ms) {

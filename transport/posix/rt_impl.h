@@ -70,6 +70,7 @@ typedef struct kvp_bridge {
     kv_auth_key key;        /* key.set: every link runs the challenge-response */
     uint64_t deadline_ns;   /* a link not up this long after it opened is closed */
     uint64_t closed_early;  /* links closed before they were up (log rate limit) */
+    bool dir_on_publish;    /* kvp_rt_set_dir_on_publish: a new link gets no DIR until kvp_rt_publish */
 } kvp_bridge;
 
 struct kvp_rt {

@@ -108,7 +108,8 @@ void kvp_rt_counters_get(kvp_rt *rt, kvp_rt_counters *out);
 kv_status kvp_rt_listen(kvp_rt *rt, const char *host, uint16_t port, uint16_t *out_port);
 /* Dials "a.b.c.d:port" and waits up to timeout_ns for the other side's
  * HELLO; *out_proc is its process id. Retries a refused connect until the
- * timeout (the listener may not be up yet). */
+ * timeout (the listener may not be up yet), 20 ms after the first refusal,
+ * doubling up to 500 ms between tries. */
 kv_status kvp_rt_dial(kvp_rt *rt, const char *addr, uint64_t timeout_ns, uint32_t *out_proc);
 
 /* While kvp_rt_dial or kvp_rt_lookup waits, fn is called about once a
@@ -137,6 +138,11 @@ void kvp_rt_set_handshake_deadline_ms(kvp_rt *rt, uint32_t ms);
 /* Sends the directory of local actors on every link (links opened later get
  * it with the HELLO). Call after spawning what others must look up. */
 kv_status kvp_rt_publish(kvp_rt *rt);
+/* on: a link that comes up gets no directory until the next kvp_rt_publish
+ * (with or without a secret), so a process that links again (kvnode's
+ * engines after a proxy restart) decides when the other side learns its
+ * actors: after it has pointed them at the new peer. Off by default. */
+void kvp_rt_set_dir_on_publish(kvp_rt *rt, bool on);
 bool kvp_rt_link_up(kvp_rt *rt, uint32_t proc);
 
 #endif
