@@ -147,7 +147,7 @@ build_kvsim() { LC_ALL=C timeout -k 10 600 "${NICE[@]}" cmake --build "$BUILD" -
 configure_fuzz() { configure "$FBUILD" -DCMAKE_C_COMPILER=clang -DKVCONN_FUZZ=ON -DKVCONN_SANITIZE=address,undefined; }
 build_fuzz() { LC_ALL=C timeout -k 10 600 "${NICE[@]}" cmake --build "$FBUILD" -j "$JOBS" --target fuzz_scenario; }
 # the unit stage: the default preset's settings with the tests on
-UNIT_TESTS=(test_assert test_block_pool test_corpus test_engine_tables test_kvmem test_p2p test_proxy test_store test_wire)
+UNIT_TESTS=(test_assert test_block_pool test_corpus test_engine_tables test_kvmem test_p2p test_proxy test_scenario test_store test_wire)
 configure_unit() { configure "$UBUILD" -DCMAKE_C_COMPILER=gcc -DKVCONN_TESTS=ON; }
 build_unit() { LC_ALL=C timeout -k 10 600 "${NICE[@]}" cmake --build "$UBUILD" -j "$JOBS" --target "${UNIT_TESTS[@]}"; }
 

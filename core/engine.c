@@ -634,7 +634,6 @@ static void sched_step(kv_engine *e) {
     fill_step_blocks(e);
     kv_id_list_copy(&so.finished_reqs, &e->finished_since_step);
     kv_id_list_copy(&so.preempted_reqs, &e->preempted_since_step);
-    for (uint32_t i = 0; i < e->step.n_reqs; i++) so.num_scheduled[i] = e->step.req[i].num_scheduled;
     kv_id_list_copy(&e->step.finished, &e->finished_since_step);
     e->finished_since_step.n = 0;
     e->preempted_since_step.n = 0;

@@ -23,7 +23,9 @@
  * all of them) is held to rule 1. The exception is a fault aimed at one P
  * engine's senders (sender_exception, err_reqs, drop_response, te_error):
  * it fails the pulls that engine answers, so it touches only the requests
- * whose P is that engine. What it does to the others goes through causes
+ * whose P is that engine; and a dead or hung engine (peer_crash, peer_hang)
+ * fails what waits on it, so it touches only the requests whose P or D it
+ * is. What these do to the others goes through causes
  * that are observed when they happen (a P hold that the reap ended before D
  * asked, a pull that waited out P's ready wait, a full table), each of which
  * touches the requests it hits. What is per kind is whom a cause may end
@@ -51,11 +53,8 @@ typedef enum fatal_scope {
     FS_ENGINE, /* requests whose P or D is the target engine (P engines first) */
 } fatal_scope;
 
-/* Every fault touches every request that has not ended when it strikes:
- * engines share block pools, and a fault that leaves blocks held until a
- * timeout (P's expiry after a failed send, D's receive timeout after a lost
- * response or a dead peer) starves the other requests of that pool, whose
- * own holds then starve the engines they wait on. The column below is the
+/* A fault touches the requests that have not ended when it strikes (all of
+ * them, or those of one engine: the comment at the top). The column below is the
  * part that is per fault kind: whom it may end otherwise than ok under
  * `recompute` (a recompute survives every other fault). */
 static const uint8_t fatal_of[SIM_F_KIND_COUNT] = {
@@ -98,14 +97,19 @@ static bool p_scoped(uint32_t kind) {
            kind == SIM_F_TE_ERROR;
 }
 
+/* A dead or hung engine: touches the requests whose P or D it is only. */
+static bool engine_scoped(uint32_t kind) { return kind == SIM_F_PEER_CRASH || kind == SIM_F_PEER_HANG; }
+
+static bool of_engine(const sim_check *c, uint32_t id, uint32_t target) {
+    uint32_t e = target % (c->v.cfg->n_p + c->v.cfg->n_d);
+    return chk_p_of(c, id) == e || chk_d_of(c, id) == e;
+}
+
 static bool is_fatal(const sim_check *c, const sim_fault *f, uint32_t id) {
     const sim_world_cfg *cfg = c->v.cfg;
     switch ((fatal_scope)fatal_of[f->kind]) {
     case FS_REQ: return id == f->target % (cfg->n_reqs ? cfg->n_reqs : 1u);
-    case FS_ENGINE: {
-        uint32_t e = f->target % (cfg->n_p + cfg->n_d);
-        return chk_p_of(c, id) == e || chk_d_of(c, id) == e;
-    }
+    case FS_ENGINE: return of_engine(c, id, f->target);
     case FS_NONE: return false;
     }
     return false;
@@ -132,6 +136,7 @@ void chk_outcome_fault(sim_check *c, const sim_fault *f) {
     for (uint32_t id = 0; id < chk_n_reqs(c); id++) {
         if (chk_ended_by(c, id, chk_now(c))) continue;
         if (p_scoped(f->kind) && chk_p_of(c, id) != f->target % c->v.cfg->n_p) continue;
+        if (engine_scoped(f->kind) && !of_engine(c, id, f->target)) continue;
         chk_touch(c, id, f->kind);
         chk_add_fails(&c->req[id], fail_weight(f) - 1u); /* chk_touch counted one */
         if (is_fatal(c, f, id)) c->req[id].fatal = true;

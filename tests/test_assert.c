@@ -904,6 +904,50 @@ Test(peer_input, a_pull_from_a_d_peer_holding_its_share_of_the_pull_slots_is_ref
     expect_refused(d_pull_over_its_share, "sender busy (this D's share)", true);
 }
 
+/* 1,100 pulls from a D peer over its share, heard at once: each is refused
+ * as busy, and the warning is rate-limited: the first 16 refusals are
+ * logged, then every 1,024th, each line with the count so far. */
+#define OVER_SHARE_PULLS 1100u
+static uint32_t over_share_refused;
+static bool hear_over_share_many(void) {
+    kv_p2p_sender *s = shim_p2p_sender(rank0(0));
+    if (!shim_p2p_sender_last_pull(s, &pull)) return false;
+    uint32_t pct = rank0(0)->cfg.peer_share_pct;
+    shim_p2p_sender_set_share(s, 50);
+    forge_pull();
+    uint32_t len = encode_forged();
+    uint32_t taken = shim_p2p_sender_take_pull_slots_of(s, KVT_NONE, 16);
+    for (uint32_t i = 0; i < OVER_SHARE_PULLS; i++) {
+        kv_wire_xfer_resp r;
+        if (shim_p2p_sender_hear(s, KVT_NONE, forged_frame, len, &r) && r.status == KV_XFER_ERROR &&
+            !strcmp(r.err_msg, "sender busy (this D's share)"))
+            over_share_refused++;
+    }
+    shim_p2p_sender_give_back_pull_slots(s, taken);
+    shim_p2p_sender_set_share(s, pct);
+    return true;
+}
+Test(peer_input, refusals_over_a_share_are_logged_the_first_16_then_every_1024th) {
+    C.tp_p = C.tp_d = 2;
+    p2p_two(4);
+    brk = hear_over_share_many;
+    char *trace = NULL;
+    size_t trace_len = 0;
+    FILE *f = open_memstream(&trace, &trace_len);
+    cr_assert_not_null(f);
+    cr_assert_eq(sim_world_run(W, &C, f, &R), KV_OK);
+    fclose(f);
+    uint32_t lines = 0;
+    for (const char *p = trace; (p = strstr(p, "that peer holds its share")); p++) lines++;
+    bool has_1024th = strstr(trace, "(1024 refused)") != NULL, has_17th = strstr(trace, "(17 refused)") != NULL;
+    free(trace);
+    cr_assert(!R.violated, "%s: %s", kv_inv_name(R.inv), R.detail);
+    cr_assert_eq(over_share_refused, OVER_SHARE_PULLS, "%u of %u refused as busy", over_share_refused, OVER_SHARE_PULLS);
+    cr_expect_eq(lines, 17u, "%u lines logged for %u refusals", lines, OVER_SHARE_PULLS);
+    cr_expect(has_1024th && !has_17th, "the 1,024th logged: %d, the 17th: %d", (int)has_1024th, (int)has_17th);
+    cr_expect_eq(R.requests_ok, 2, "D's own pulls are served as before");
+}
+
 Test(peer_input, the_share_counts_one_peers_pull_and_request_slots_and_never_less_than_one_pull) {
     /* an engine of 64 requests: 32 pull slots, 64 request slots (SND_PREQS_MAX) */
     cr_assert(!shim_p2p_sender_over_share_as_built(64, 0, 31, 4, 0, 4), "0: no cap");

@@ -7,9 +7,11 @@
 #include <string.h>
 
 #include "core/bootstrap.h"
+#include "core/engine.h"
 #include "core/msgs.h"
 #include "core/p2p.h"
 #include "core/proxy.h"
+#include "core/worker.h"
 #include "sim/world.h"
 #include "tests/support/rig.h"
 
@@ -76,6 +78,32 @@ Test(p2p, hybrid_groups_sliding_window_and_mamba_are_clipped) {
     run();
     expect_clean();
     cr_assert_eq(R.requests_ok, 6);
+}
+
+/* Blocks D's workers checked against INV-DATA on arrival, summed over D engines. */
+static uint64_t d_verified(void) {
+    uint64_t n = 0;
+    for (uint32_t e = C.n_p; e < C.n_p + C.n_d; e++) {
+        const kv_engine *eng = sim_world_engine(W, e);
+        for (uint32_t r = 0; r < eng->cfg.tp; r++) n += eng->worker[r]->verified_blocks;
+    }
+    return n;
+}
+
+/* D verifies what it pulled in every group, not only the first: a second
+ * full-attention group pulls the same blocks again, so D checks twice as many. */
+Test(p2p, d_verifies_the_pulled_blocks_of_every_group) {
+    reqs(6, 150, 4);
+    run();
+    expect_clean();
+    uint64_t one = d_verified();
+    cr_assert_gt(one, 6 * 5, "D verified %llu blocks of one group", (unsigned long long)one);
+    C.n_groups = 2;
+    C.group[1] = C.group[0];
+    run();
+    expect_clean();
+    cr_assert_eq(d_verified(), 2 * one, "D verified %llu blocks of two full groups, %llu of one",
+                 (unsigned long long)d_verified(), (unsigned long long)one);
 }
 
 Test(p2p, sequential_and_concurrent_proxy_paths) {

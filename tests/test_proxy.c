@@ -150,3 +150,19 @@ Test(proxy, each_request_gets_a_fresh_transfer_id_bound_to_its_d_engine) {
         done(D_ENGINE, id, KV_RS_FINISHED_LENGTH_CAPPED);
     }
 }
+
+/* An engine that never registered is down: a request that names it fails at
+ * once (the connection is refused) and nothing is posted for it. */
+Test(proxy, a_request_to_an_engine_that_never_registered_fails) {
+    for (uint32_t d = D_ENGINE + 1; d < KV_ENGINES_MAX; d += 7) {
+        uint32_t id = d;
+        uint64_t errors = X->errors;
+        kv_m_proxy_submit s = {.spec = {.id = id, .prompt_len = 40, .max_tokens = 4}, .p_engine = P_ENGINE,
+                               .d_engine = d};
+        kv_rt_post(&Rg.rt, X->actor, KV_M_PROXY_SUBMIT, &s, sizeof s);
+        rig_run(&Rg, NULL, NULL);
+        cr_assert_eq(X->errors, errors + 1, "request %u to D%u: %llu errors", id, d, (unsigned long long)X->errors);
+        cr_assert_eq(adds(&D, id), 0, "request %u to D%u reached engine %u", id, d, D_ENGINE);
+        done(P_ENGINE, id, KV_RS_FINISHED_LENGTH_CAPPED); /* P's half, if it was sent, ends */
+    }
+}

@@ -68,14 +68,15 @@ typedef struct kv_match {
     bool load_async;   /* request waits for remote KV (WAITING_FOR_REMOTE_KVS) */
 } kv_match;
 
-/* What the scheduler tells connectors about one step. */
+/* What the scheduler tells connectors about one step. vLLM's
+ * num_scheduled_tokens is not carried: no connector here reads it (each
+ * reads its requests' num_computed). */
 typedef struct kv_sched_output {
     kv_id_list new_reqs;       /* scheduled for the first time */
     kv_id_list cached_reqs;    /* scheduled again */
     kv_id_list resumed_reqs;   /* subset of cached that resumed after preemption */
     kv_id_list preempted_reqs;
     kv_id_list finished_reqs;  /* finished since the previous step */
-    uint32_t num_scheduled[KV_ENGINE_REQS_MAX]; /* tokens, by position in new_reqs then cached_reqs */
 } kv_sched_output;
 
 typedef struct kv_conn_sched_ops {
