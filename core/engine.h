@@ -114,6 +114,9 @@ typedef struct kv_engine_cfg {
     uint32_t proxy_actor;     /* request completions go here */
     uint32_t bootstrap_actor;
     kvt_addr store_addr;      /* the KV store's endpoint (store connector) */
+    bool store_lookup_off;    /* store connector: never look the store up (vLLM's
+                               * enable_lookup = false): every request is a store miss; saves
+                               * as before */
     kv_kvmem kvmem;           /* where KV blocks live (core/kvmem.h); ops NULL: host */
 } kv_engine_cfg;
 

@@ -110,6 +110,7 @@ typedef enum kv_fault_kind {
     KV_F_STORE_GET_FAIL,       /* the store fails the next arg+1 gets */
     KV_F_STORE_EVICT,          /* the store drops its arg+1 oldest keys */
     KV_F_STORE_PRESSURE,       /* the next arg+1 puts find no room (NO_AVAILABLE_HANDLE) */
+    KV_F_STORE_EXISTS_FAIL,    /* the store fails the next arg+1 EXIST calls (batch_is_exist) */
 } kv_fault_kind;
 
 typedef struct kv_m_fault {

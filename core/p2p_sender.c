@@ -683,7 +683,8 @@ static void on_fault(kv_p2p_sender *s, const kv_m_fault *f) {
     case KV_F_STORE_PUT_FAIL:
     case KV_F_STORE_GET_FAIL:
     case KV_F_STORE_EVICT:
-    case KV_F_STORE_PRESSURE: break;
+    case KV_F_STORE_PRESSURE:
+    case KV_F_STORE_EXISTS_FAIL: break;
     }
 }
 

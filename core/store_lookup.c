@@ -12,7 +12,8 @@
  *   EXIST_REPLY       hit = the largest k whose needed keys all exist
  *                     (kv_store_needs), on every rank; reply; next
  *   timeout, send     reply hit 0; next
- *   failure
+ *   failure, EXIST
+ *   failed (status)
  * Invariants (store_lookup_invariants: L1-L2, O(1), on entry to and return
  * from every message in every build; INV-ASSERT, core/assert.h):
  *   L1 n <= KV_ENGINE_REQS_MAX, head < KV_ENGINE_REQS_MAX, max_k <=
@@ -116,6 +117,11 @@ static uint32_t best_hit(const kv_store_lookup *l, const kv_wire_store *m) {
                    (int)l->busy, l->max_k))
         return 0;
     uint32_t per_group = cfg->tp * l->max_k;
+    if (m->status != 0) { /* the call failed: a miss */
+        kv_logf(l->w->env, KV_LOG_INFO, "store lookup: exists of request %u failed (status %d); a miss", current(l)->id,
+                (int)m->status);
+        return 0;
+    }
     if (m->n != cfg->n_groups * per_group) return 0;
     for (uint32_t k = l->max_k; k > 0; k--) {
         bool ok = true;

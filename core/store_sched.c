@@ -9,7 +9,8 @@
  *   tracker      RequestTracker(token_len, blocks, num_saved, prefill_end)
  *   unfinished   _unfinished_requests: the block table recorded by USAA
  * Transitions:
- *   GNMT          hit = lookup (below the request's length); need = hit -
+ *   GNMT          hit = lookup (below the request's length; 0 with lookups
+ *                 off, vLLM's enable_lookup = false: no lookup asked); need = hit -
  *                 computed; need > 0: spec = (computed, hit, false),
  *                 (need, async); else (0, sync)
  *   USAA          unfinished = the full table (bug store_empty_block_table:
@@ -156,9 +157,9 @@ static kv_status gnmt(void *self, const kv_req *r, uint32_t num_computed, kv_mat
         kv_m_store_lookup l = {.id = r->id, .reply_to = c->e->sched_actor, .num_tokens = n,
                                .tokens = {.token_seed = r->token_seed, .prefix_group = r->prefix_group,
                                           .prefix_len = r->prefix_len}};
-        if (!w0 || w0->store_lookup_actor == KV_ACTOR_NONE ||
+        if (c->e->cfg.store_lookup_off || !w0 || w0->store_lookup_actor == KV_ACTOR_NONE ||
             kv_rt_post(c->e->rt, w0->store_lookup_actor, KV_M_STORE_LOOKUP, &l, sizeof l) != KV_OK) {
-            q->lookup = SS_DONE; /* no lookup server: a miss */
+            q->lookup = SS_DONE; /* lookups off (enable_lookup = false) or no lookup server: a miss */
             q->hit = 0;
         } else {
             q->lookup = SS_PENDING;

@@ -12,6 +12,7 @@
  *   start             drop the blocks below the resume offset; none left:
  *                     done; else EXIST for the rest (batch_is_exist)
  *   EXIST_REPLY       keep the missing keys; none: done; else PUT them
+ *   EXIST_REPLY fail  done (the save is dropped: its offset stays)
  *   PUT_REPLY 0       done
  *   done (ok)         the save's last job, every job of the save done ok:
  *                     resume offset = the save's end (a save split into
@@ -177,6 +178,12 @@ static void start_next(kv_store_sender *s) {
 }
 
 static void on_exist(kv_store_sender *s, const kv_wire_store *m) {
+    if (m->status != 0) { /* the call failed (vLLM: batch_is_exist raised): the save is dropped */
+        kv_logf(s->w->env, KV_LOG_INFO, "store send: exists of request %u failed (status %d); save dropped",
+                current(s)->id, (int)m->status);
+        job_done(s, 0, KV_STORE_FAILED);
+        return;
+    }
     if (m->n != s->n_keep) {
         job_done(s, 0, KV_STORE_FAILED);
         return;

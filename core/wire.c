@@ -32,7 +32,7 @@
  *               type: BOOT_REG 1, BOOT_QUERY 0, BOOT_REPLY tp_size
  *               (tp_size <= KV_TP_MAX).
  *   STORE_EXIST       u32 seq, u16 n (<= KV_STORE_KEYS_MAX), n x key
- *   STORE_EXIST_REPLY u32 seq, u16 n (<= KV_STORE_KEYS_MAX), n x u8 flag (0/1)
+ *   STORE_EXIST_REPLY u32 seq, i32 status, u16 n (<= KV_STORE_KEYS_MAX), n x u8 flag (0/1)
  *   STORE_PUT         u32 seq, u32 block_bytes, u16 n (<= KV_STORE_BATCH_MAX),
  *                     n x key, n x block_bytes bytes
  *   STORE_PUT_REPLY   u32 seq, i32 status
@@ -210,7 +210,9 @@ static kv_status w_store(wcur *w, uint32_t type, const kv_wire_store *m) {
     w_u32(w, m->seq);
     switch ((kv_wire_type)type) {
     case KV_WIRE_STORE_EXIST: return w_keys(w, m, KV_STORE_KEYS_MAX);
-    case KV_WIRE_STORE_EXIST_REPLY: return w_flags(w, m, &found);
+    case KV_WIRE_STORE_EXIST_REPLY:
+        w_u32(w, (uint32_t)m->status);
+        return w_flags(w, m, &found);
     case KV_WIRE_STORE_PUT:
         if (!store_bytes_ok(m->block_bytes)) return KV_EINVAL;
         w_u32(w, m->block_bytes);
@@ -338,7 +340,7 @@ static bool same_store(uint32_t type, const kv_wire_store *a, const kv_wire_stor
     bool keys = type == KV_WIRE_STORE_EXIST || type == KV_WIRE_STORE_PUT || type == KV_WIRE_STORE_GET;
     bool flags = type == KV_WIRE_STORE_EXIST_REPLY || type == KV_WIRE_STORE_GET_REPLY;
     bool sized = type == KV_WIRE_STORE_PUT || type == KV_WIRE_STORE_GET || type == KV_WIRE_STORE_GET_REPLY;
-    bool status = type == KV_WIRE_STORE_PUT_REPLY || type == KV_WIRE_STORE_GET_REPLY;
+    bool status = type == KV_WIRE_STORE_EXIST_REPLY || type == KV_WIRE_STORE_PUT_REPLY || type == KV_WIRE_STORE_GET_REPLY;
     if ((sized && a->block_bytes != b->block_bytes) || (status && a->status != b->status)) return false;
     size_t data = 0;
     for (uint32_t i = 0; i < a->n && i < KV_STORE_KEYS_MAX; i++) {
@@ -524,7 +526,10 @@ static void r_store(rcur *r, uint32_t type, kv_wire_store *m) {
     m->seq = r_u32(r);
     switch ((kv_wire_type)type) {
     case KV_WIRE_STORE_EXIST: r_keys(r, m, KV_STORE_KEYS_MAX); return;
-    case KV_WIRE_STORE_EXIST_REPLY: (void)r_flags(r, m, KV_STORE_KEYS_MAX); return;
+    case KV_WIRE_STORE_EXIST_REPLY:
+        m->status = (int32_t)r_u32(r);
+        (void)r_flags(r, m, KV_STORE_KEYS_MAX);
+        return;
     case KV_WIRE_STORE_PUT:
         r_block_bytes(r, m);
         r_keys(r, m, KV_STORE_BATCH_MAX);

@@ -4,6 +4,7 @@
  *
  * The reference model is the store itself (sim/sim_store.h), read when a
  * request arrives at the scheduler of an engine with a store connector:
+ * (unless its lookups are off, vLLM's enable_lookup = false: then none)
  * the largest k of whole blocks, below the request's length ((prompt - 1)
  * / block_size, as a lookup's hit), such that for every rank of the engine
  * and every group the key of each position a hit of k blocks needs
@@ -68,6 +69,7 @@ void chk_hit_arrive(sim_check *c, uint32_t engine, const kv_msg *m) {
     }
     uint32_t prompt = chk_prompt_on(c, engine, &s);
     if (!c->v.store || !kv_conn_kind_has_store(e->conn_kind) || !bs || prompt <= bs) return;
+    if (e->cfg.store_lookup_off) return; /* the engine never asks the store: no hit to take */
     uint32_t max_k = (prompt - 1u) / bs;
     if (max_k > KV_REQ_BLOCKS_MAX) max_k = KV_REQ_BLOCKS_MAX;
     uint64_t hash[KV_GROUPS_MAX][KV_REQ_BLOCKS_MAX];

@@ -71,6 +71,7 @@ static const uint8_t fatal_of[SIM_F_KIND_COUNT] = {
 static uint32_t fail_weight(const sim_fault *f) {
     switch ((sim_fault_kind)f->kind) {
     case SIM_F_STORE_GET_FAIL: return f->arg % 8u + 1u;
+    case SIM_F_STORE_EXISTS_FAIL: return 0; /* a failed save or a miss: no load fails */
     case SIM_F_BOOT_DOWN:
     case SIM_F_NET_DELAY:
     case SIM_F_NET_RESET:

@@ -150,6 +150,7 @@ static void gen_faults(sim_choice *c, sim_world_cfg *cfg, uint32_t swarm, uint32
         case SIM_F_PEER_HANG:
         case SIM_F_ABORT_ON_KV: /* drawn by gen_step_aborts */
         case SIM_F_STORE_CRASH: /* drawn by gen_store_crash */
+        case SIM_F_STORE_EXISTS_FAIL: /* drawn by gen_exists_fail */
         case SIM_F_KIND_COUNT: break;
         }
     }
@@ -225,6 +226,22 @@ static void gen_tail_hits(sim_choice *c, sim_world_cfg *cfg) {
     }
 }
 
+/* With a store connector: in one run of eight, the store fails 1-4 EXIST
+ * calls as a whole (store_exists_fail: a save drops its job, a lookup is a
+ * miss), at a random time in the plan's span; in one run of sixteen the
+ * store connectors never look the store up (vLLM's enable_lookup = false).
+ * Drawn last, after gen_tail_hits. */
+static void gen_store_lookups(sim_choice *c, sim_world_cfg *cfg) {
+    if (!cfg->n_reqs || (!kv_conn_kind_has_store(cfg->conn_p) && !kv_conn_kind_has_store(cfg->conn_d))) return;
+    if (sim_choice_below(c, 8) == 0 && cfg->n_faults < SIM_FAULTS_MAX) {
+        uint64_t span = cfg->req[cfg->n_reqs - 1].at_ns + 60000000u;
+        sim_fault *f = &cfg->fault[cfg->n_faults++];
+        *f = (sim_fault){.kind = SIM_F_STORE_EXISTS_FAIL, .at_ns = (uint64_t)sim_choice_below(c, 1000) * (span / 1000u)};
+        f->arg = pick(c, 0, 3);
+    }
+    cfg->store_lookup_off = sim_choice_below(c, 16) == 0;
+}
+
 /* The defaults, with every later draw from one stream seeded by (seed, salt). */
 static void gen_begin(sim_choice *c, uint64_t seed, uint64_t salt, uint32_t bugs, sim_world_cfg *cfg) {
     sim_choice_init(c, NULL, 0, sim_mix64(seed ^ salt));
@@ -248,6 +265,7 @@ static uint32_t gen_mixed(uint64_t seed, uint64_t salt, uint32_t bugs, sim_world
     gen_store_crash(&c, cfg);
     gen_timeouts(&c, cfg);
     gen_tail_hits(&c, cfg);
+    gen_store_lookups(&c, cfg);
     sim_cfg_searchable(cfg);
     return swarm;
 }

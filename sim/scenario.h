@@ -86,7 +86,7 @@
 #include "kvconn/status.h"
 #include "sim/world.h"
 
-#define SIM_SCENARIO_VERSION 6u
+#define SIM_SCENARIO_VERSION 7u
 /* The largest live_bound_ns a scenario holds: above the longest bound
  * sim_cfg_searchable derives, (600 s + 600 s + 1 s) x (256 + 4) requests. */
 #define SIM_LIVE_BOUND_MAX_S 1000000 /* a plain literal: messages print it (SIM_STR) */
@@ -104,7 +104,8 @@ uint32_t sim_head_bytes_max(const sim_world_cfg *c);
 #define SIM_SCENARIO_FILE_MAX (1u << 20)
 /* Enough for to_text / to_bytes of any clamped scenario. */
 #define SIM_SCENARIO_TEXT_MAX 65536u
-#define SIM_SCENARIO_FIXED_BYTES 66u    /* versions 5 and 6 */
+#define SIM_SCENARIO_FIXED_BYTES 67u    /* version 7 */
+#define SIM_SCENARIO_FIXED_BYTES_V5 66u /* versions 5 and 6 */
 #define SIM_SCENARIO_FIXED_BYTES_V2 64u /* versions 2-4 (and magic-less inputs) */
 #define SIM_SCENARIO_REQ_BYTES 18u
 #define SIM_SCENARIO_FAULT_BYTES 13u

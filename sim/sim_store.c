@@ -37,7 +37,7 @@ struct sim_store {
     uint32_t *index;          /* index_size slots: entry number or NO_SLOT */
     uint32_t index_size;
     uint32_t lru_head, lru_tail; /* least and most recently used */
-    uint32_t put_fail, get_fail, pressure; /* armed fault counts */
+    uint32_t put_fail, get_fail, pressure, exists_fail; /* armed fault counts */
     sim_store_stats stats;
     kv_wire_msg *msg;         /* scratch (env) */
     uint8_t *buf;             /* scratch (env): KV_WIRE_MAX bytes */
@@ -140,8 +140,17 @@ static void on_request(sim_store *s, kvt_peer peer, const uint8_t *bytes, uint32
     case KV_WIRE_STORE_EXIST:
         s->stats.exists++;
         s->stats.exist_keys += m->n;
-        for (uint32_t i = 0; i < m->n; i++) m->flag[i] = lookup(s, m->key[i]) ? 1 : 0;
         s->msg->type = KV_WIRE_STORE_EXIST_REPLY;
+        if (s->exists_fail) { /* the call fails as a whole: a status, no flags */
+            s->exists_fail--;
+            s->stats.failures++;
+            s->stats.exist_failures++;
+            m->status = KV_STORE_FAILED;
+            m->n = 0;
+            break;
+        }
+        m->status = 0;
+        for (uint32_t i = 0; i < m->n; i++) m->flag[i] = lookup(s, m->key[i]) ? 1 : 0;
         break;
     case KV_WIRE_STORE_PUT: {
         s->stats.puts++;
@@ -211,6 +220,7 @@ static void on_fault(sim_store *s, const kv_m_fault *f) {
     case KV_F_STORE_PUT_FAIL: s->put_fail += n; break;
     case KV_F_STORE_GET_FAIL: s->get_fail += n; break;
     case KV_F_STORE_PRESSURE: s->pressure += n; break;
+    case KV_F_STORE_EXISTS_FAIL: s->exists_fail += n; break;
     case KV_F_STORE_EVICT:
         for (uint32_t i = 0; i < n && s->n_keys; i++) evict(s, oldest(s));
         break;
@@ -267,7 +277,7 @@ void sim_store_crash(sim_store *s) {
     s->stats.crashes++;
     s->stats.crash_keys += s->n_keys;
     while (s->n_keys) evict(s, oldest(s));
-    s->put_fail = s->get_fail = s->pressure = 0;
+    s->put_fail = s->get_fail = s->pressure = s->exists_fail = 0;
 }
 
 kv_status sim_store_restart(sim_store *s) {

@@ -21,6 +21,7 @@
 typedef struct sim_store_stats {
     uint64_t puts, put_keys, gets, get_hits, get_misses, exists, evictions, failures;
     uint64_t exist_keys;          /* keys the EXISTs asked about */
+    uint64_t exist_failures;      /* EXISTs failed as a whole (store_exists_fail; in failures too) */
     uint64_t crashes, crash_keys; /* crashes, and the keys they took (counted in evictions too) */
 } sim_store_stats;
 

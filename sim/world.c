@@ -587,7 +587,7 @@ static kv_engine_cfg engine_cfg(const sim_world *w, uint32_t i) {
         .max_batched_tokens = 512, .max_running = 32, .policy = c->policy,
         .prefix_caching = c->prefix_caching, .step_ns_base = 2000000, .step_ns_per_token = 20000,
         .idle_poll_ns = 5000000, .abort_timeout_ns = c->abort_timeout_ns,
-        .recv_timeout_ns = c->recv_timeout_ns, .bugs = c->bugs,
+        .recv_timeout_ns = c->recv_timeout_ns, .bugs = c->bugs, .store_lookup_off = c->store_lookup_off,
         .proxy_actor = w->proxy->actor, .bootstrap_actor = w->boot->actor};
     memcpy(e.group, c->group, sizeof e.group);
     if (w->store) e.store_addr = *sim_store_addr(w->store);
@@ -859,6 +859,7 @@ static void apply_fault(sim_world *w, const sim_fault *f) {
     case SIM_F_STORE_GET_FAIL: post_fault_to_store(w, KV_F_STORE_GET_FAIL, f->arg % 8u); break;
     case SIM_F_STORE_EVICT: post_fault_to_store(w, KV_F_STORE_EVICT, f->arg % 256u); break;
     case SIM_F_STORE_PRESSURE: post_fault_to_store(w, KV_F_STORE_PRESSURE, f->arg % 8u); break;
+    case SIM_F_STORE_EXISTS_FAIL: post_fault_to_store(w, KV_F_STORE_EXISTS_FAIL, f->arg % 8u); break;
     case SIM_F_PEER_CRASH:
     case SIM_F_PEER_HANG:
         crash_engine(w, f->target % w->n_eng, restart_ms(f), f->kind == SIM_F_PEER_HANG);
@@ -1020,6 +1021,8 @@ static void count_reach(const sim_world *w, sim_result *out) {
     for (uint32_t g = 0; g + 1u < c->n_groups; g++) inner |= c->group[g].kind == KV_GROUP_MAMBA;
     out->reach[SIM_R_RECURRENT_INNER] += inner;
     out->reach[SIM_R_SHORT_TIMEOUTS] += c->abort_timeout_ns < 1000000000ull;
+    out->reach[SIM_R_EXISTS_FAILED] += out->store.exist_failures;
+    out->reach[SIM_R_LOOKUP_OFF] += store && c->store_lookup_off;
     for (uint32_t i = 0; i < w->n_all; i++) out->reach[SIM_R_ABORT_AFTER_RECV] += w->all_eng[i]->stats.aborts_after_recv;
 }
 
@@ -1034,7 +1037,9 @@ const char *sim_reach_name(uint32_t r) {
         [SIM_R_HIT_ALL_BUT_ONE] = "first schedules with a local hit of N-1 tokens",
         [SIM_R_RECURRENT_CONTINUED] = "recurrent states continued after a pull or load",
         [SIM_R_SHORT_TIMEOUTS] = "timeouts under 1 s (runs)",
-        [SIM_R_HIT_ALL_BUT_ONE_RECURRENT] = "local hits of N-1 tokens with a recurrent group"};
+        [SIM_R_HIT_ALL_BUT_ONE_RECURRENT] = "local hits of N-1 tokens with a recurrent group",
+        [SIM_R_EXISTS_FAILED] = "store EXIST calls failed",
+        [SIM_R_LOOKUP_OFF] = "store lookups off (runs)"};
     return r < SIM_R_COUNT ? names[r] : "?";
 }
 
@@ -1206,7 +1211,8 @@ const char *sim_fault_name(uint32_t kind) {
         [SIM_F_STORE_PUT_FAIL] = "store_put_fail", [SIM_F_STORE_GET_FAIL] = "store_get_fail",
         [SIM_F_STORE_EVICT] = "store_evict", [SIM_F_STORE_PRESSURE] = "store_pressure",
         [SIM_F_PEER_CRASH] = "peer_crash", [SIM_F_PEER_HANG] = "peer_hang",
-        [SIM_F_ABORT_ON_KV] = "abort_on_kv", [SIM_F_STORE_CRASH] = "store_crash"};
+        [SIM_F_ABORT_ON_KV] = "abort_on_kv", [SIM_F_STORE_CRASH] = "store_crash",
+        [SIM_F_STORE_EXISTS_FAIL] = "store_exists_fail"};
     return kind < SIM_F_KIND_COUNT && names[kind] ? names[kind] : "?";
 }
 

@@ -63,16 +63,21 @@ typedef enum sim_fault_kind {
                                * in flight is lost and so is every key it held; a new, empty
                                * one listens at the same address arg+1 ms later (scenario
                                * format version 6) */
+    /* format version 7 on */
+    SIM_F_STORE_EXISTS_FAIL,  /* the store fails its next arg+1 EXIST calls as a whole (vLLM's
+                               * batch_is_exist raising): a save drops its job, a lookup is
+                               * a miss (scenario format version 7) */
     SIM_F_KIND_COUNT
 } sim_fault_kind;
 /* Kinds 1..SIM_F_KIND_COUNT_V2 - 1 are those of scenario format versions 1
  * and 2 (and of the generator's draws before crashes existed); version 3
  * adds peer_crash, version 4 peer_hang, version 5 abort_on_kv, version 6
- * store_crash. */
+ * store_crash, version 7 store_exists_fail. */
 #define SIM_F_KIND_COUNT_V2 ((uint32_t)SIM_F_PEER_CRASH)
 #define SIM_F_KIND_COUNT_V3 ((uint32_t)SIM_F_PEER_HANG)
 #define SIM_F_KIND_COUNT_V4 ((uint32_t)SIM_F_ABORT_ON_KV)
 #define SIM_F_KIND_COUNT_V5 ((uint32_t)SIM_F_STORE_CRASH)
+#define SIM_F_KIND_COUNT_V6 ((uint32_t)SIM_F_STORE_EXISTS_FAIL)
 const char *sim_fault_name(uint32_t kind);
 /* The transfer engine's return code (kvt_completion.provider_err) for the
  * batch a te_error fault fails; the transport's status is KV_EIO. The codes
@@ -109,6 +114,9 @@ typedef struct sim_world_cfg {
     uint32_t store_capacity;  /* keys the KV store holds (when a connector uses it) */
     uint32_t head_bytes;      /* KV bytes of one attention head in one block: a power of two
                                * 8..4096 (scenario format version 5; 8 before) */
+    bool store_lookup_off;    /* the store connectors never look the store up (vLLM's
+                               * enable_lookup = false): no store hit, saves as before
+                               * (scenario format version 7; on before) */
     uint32_t n_reqs;
     sim_req_plan req[SIM_REQS_MAX];
     uint32_t n_faults;
@@ -139,6 +147,8 @@ typedef enum sim_reach {
                                 * state the request pulled or loaded (computed before > 0) */
     SIM_R_SHORT_TIMEOUTS,    /* runs whose abort timeout (P's ready wait and expiry) is under 1 s */
     SIM_R_HIT_ALL_BUT_ONE_RECURRENT, /* SIM_R_HIT_ALL_BUT_ONE on an engine with a recurrent group */
+    SIM_R_EXISTS_FAILED,     /* EXIST calls the store failed (store_exists_fail) */
+    SIM_R_LOOKUP_OFF,        /* runs with a store connector and its lookups off */
     SIM_R_COUNT
 } sim_reach;
 const char *sim_reach_name(uint32_t r);

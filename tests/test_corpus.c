@@ -61,6 +61,7 @@ static uint64_t g_hits(const sim_result *r) { return r->store.get_hits; }
 static uint64_t g_miss(const sim_result *r) { return r->store.get_misses; }
 static uint64_t g_sfail(const sim_result *r) { return r->store.failures; }
 static uint64_t g_evict(const sim_result *r) { return r->store.evictions; }
+static uint64_t g_exists(const sim_result *r) { return r->store.exists; }
 
 static const struct counter {
     const char *name;
@@ -88,6 +89,7 @@ static const struct counter {
     {"store_get_misses", 0, g_miss},
     {"store_failures", 0, g_sfail},
     {"store_evictions", 0, g_evict},
+    {"store_exists", 0, g_exists},
 };
 
 static const char *outcome_name(uint8_t o) {

@@ -118,10 +118,10 @@ Test(scenario, default_round_trip) {
     check_fixed_points(&sa, "default");
     size_t tl;
     to_text(&sa, text_a, &tl);
-    cr_assert(strncmp(text_a, "kvs 6\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
-                              "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024 head=8\ngroup full\n",
-                      strlen("kvs 6\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
-                             "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024 head=8\ngroup full\n")) == 0,
+    cr_assert(strncmp(text_a, "kvs 7\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
+                              "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024 head=8 lookup=1\ngroup full\n",
+                      strlen("kvs 7\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
+                             "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024 head=8 lookup=1\ngroup full\n")) == 0,
               "default text:\n%s", text_a);
     /* The empty input decodes to the defaults. */
     sim_scenario_from_bytes(NULL, 0, &sb);
@@ -229,9 +229,9 @@ static const err_case err_cases[] = {
     {"kvs 1\nreq at=\n", KV_EINVAL, 2, 5, "expected integer after 'at='"},
     {"kvs 1\nreq at=-1\n", KV_EINVAL, 2, 5, "expected integer after 'at='"},
     {"kvs 1\nreq at=99999999999999999999\n", KV_EINVAL, 2, 5, "does not fit in 64 bits"},
-    {"seed 1\nkvs 1\n", KV_EINVAL, 1, 1, "expected 'kvs 6' as the first directive, got 'seed'"},
-    {"", KV_EINVAL, 1, 1, "missing 'kvs 6' header"},
-    {"# only a comment\n\n", KV_EINVAL, 1, 1, "missing 'kvs 6' header"},
+    {"seed 1\nkvs 1\n", KV_EINVAL, 1, 1, "expected 'kvs 7' as the first directive, got 'seed'"},
+    {"", KV_EINVAL, 1, 1, "missing 'kvs 7' header"},
+    {"# only a comment\n\n", KV_EINVAL, 1, 1, "missing 'kvs 7' header"},
     {"kvs 2\ntopology conn_p=multi(p2p,nixl)\n", KV_EINVAL, 2, 10, "unknown connector 'multi(p2p,nixl)'"},
     {"kvs 2\ntopology store=8\n", KV_EINVAL, 2, 10, "store=8 out of range 16..4096"},
     {"kvs\n", KV_EINVAL, 1, 1, "expected version after 'kvs'"},
@@ -278,7 +278,7 @@ static const err_case err_cases[] = {
     {"kvs 1\ngroup full\ngroup mamba\ngroup mamba\ngroup mamba\ngroup mamba\ngroup mamba\n", KV_EINVAL, 7, 1,
      "too many group directives (max 5)"},
     {"kvs 1\nfault kind=abort target=65536\n", KV_EINVAL, 2, 18, "target=65536 out of range 0..65535"},
-    {"kvs 7\n", KV_EVERSION, 1, 5, "scenario format version 7 is not supported (this build reads 1..6)"},
+    {"kvs 8\n", KV_EVERSION, 1, 5, "scenario format version 8 is not supported (this build reads 1..7)"},
 };
 
 static void expect_error(const char *text, size_t len, kv_status want, uint32_t line, uint32_t col, const char *msg) {
@@ -333,8 +333,8 @@ Test(scenario, count_limits) {
 }
 
 Test(scenario, wrong_version) {
-    const char *t = "# header comment\n\n   kvs 7 \nseed 3\n";
-    expect_error(t, strlen(t), KV_EVERSION, 3, 8, "scenario format version 7 is not supported (this build reads 1..6)");
+    const char *t = "# header comment\n\n   kvs 8 \nseed 3\n";
+    expect_error(t, strlen(t), KV_EVERSION, 3, 8, "scenario format version 8 is not supported (this build reads 1..7)");
     t = "kvs 18446744073709551615\n";
     expect_error(t, strlen(t), KV_EVERSION, 1, 5, "version 18446744073709551615 is not supported");
     t = "kvs 0\n";
@@ -430,10 +430,10 @@ Test(scenario, binary_clamp_rules) {
     cr_assert_eq(sa.cfg.n_reqs, 1u);
     cr_assert_eq(sa.cfg.req[0].at_ns, 0u);
     cr_assert(sa.cfg.req[0].prompt_len == 16 && sa.cfg.req[0].max_tokens == 4);
-    /* An input starting "KVS\x07" is not magic: decoded from offset 0. */
-    static const uint8_t v7[] = {'K', 'V', 'S', 7, 0, 0, 0, 0, 1};
-    sim_scenario_from_bytes(v7, sizeof v7, &sa);
-    cr_assert_eq(sa.cfg.seed, 0x0753564bull);
+    /* An input starting "KVS\x08" is not magic: decoded from offset 0. */
+    static const uint8_t v8[] = {'K', 'V', 'S', 8, 0, 0, 0, 0, 1};
+    sim_scenario_from_bytes(v8, sizeof v8, &sa);
+    cr_assert_eq(sa.cfg.seed, 0x0853564bull);
     cr_assert_eq(sa.cfg.n_p, 1u);
     /* "KVS\x01": a version 1 artifact, whose fixed part lacks the connector
      * fields: it decodes as the version 2 bytes with p2p everywhere. */
@@ -454,8 +454,8 @@ Test(scenario, binary_clamp_rules) {
     cr_assert(sa.cfg.conn_p == KV_CONN_P2P && sa.cfg.conn_d == KV_CONN_P2P && sa.cfg.store_capacity == 1024);
 }
 
-/* Versions 3, 4, 5 and 6 each added a fault kind (peer_crash 13, peer_hang
- * 14, abort_on_kv 15, store_crash 16).
+/* Versions 3, 4, 5, 6 and 7 each added a fault kind (peer_crash 13,
+ * peer_hang 14, abort_on_kv 15, store_crash 16, store_exists_fail 17).
  * A kind byte reaches a kind only behind the magic of its version or a
  * later one; behind an older magic, or none, it maps into that version's
  * kinds as it always did (1 + byte mod their count), so stored inputs and
@@ -472,11 +472,17 @@ Test(scenario, new_kinds_only_behind_their_magic) {
         {"KVS\x03", 14, 1u + 14u % 13u},   {"KVS\x04", 14, SIM_F_PEER_HANG},
         {"KVS\x04", 15, 1u + 15u % 14u},   {"KVS\x05", 15, SIM_F_ABORT_ON_KV},
         {"KVS\x05", 16, 1u + 16u % 15u},   {"KVS\x06", 16, SIM_F_STORE_CRASH},
+        {"KVS\x06", 17, 1u + 17u % 16u},   {"KVS\x07", 16, SIM_F_STORE_CRASH},
+        {"KVS\x07", 17, SIM_F_STORE_EXISTS_FAIL},
     };
     static sim_scenario s;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        bool v5 = cases[i].magic && (!memcmp(cases[i].magic, "KVS\x05", 4) || !memcmp(cases[i].magic, "KVS\x06", 4));
-        size_t at = v5 ? SIM_SCENARIO_FIXED_BYTES : SIM_SCENARIO_FIXED_BYTES_V2, len = at + 3 + SIM_SCENARIO_FAULT_BYTES;
+        bool v7 = cases[i].magic && !memcmp(cases[i].magic, "KVS\x07", 4);
+        bool v5 = v7 || (cases[i].magic && (!memcmp(cases[i].magic, "KVS\x05", 4) || !memcmp(cases[i].magic, "KVS\x06", 4)));
+        size_t at = v7   ? SIM_SCENARIO_FIXED_BYTES
+                    : v5 ? SIM_SCENARIO_FIXED_BYTES_V5
+                         : SIM_SCENARIO_FIXED_BYTES_V2,
+               len = at + 3 + SIM_SCENARIO_FAULT_BYTES;
         memset(body, 0, sizeof body);
         if (v5) body[64] = 8; /* head_bytes 8 */ /* no requests; one fault: at 0, the kind, target 1, arg 5 */
         body[at + 2] = 1;
@@ -494,12 +500,12 @@ Test(scenario, new_kinds_only_behind_their_magic) {
                   s.cfg.fault[0].kind, cases[i].want);
         cr_assert(s.cfg.fault[0].target == 1 && s.cfg.fault[0].arg == 5);
     }
-    /* the canonical form (version 6) keeps the newest kind */
+    /* the canonical form (version 7) keeps the newest kind */
     static uint8_t out[SIM_SCENARIO_BYTES_MAX];
     size_t n = 0;
-    cr_assert_eq(s.cfg.fault[0].kind, (uint32_t)SIM_F_STORE_CRASH);
+    cr_assert_eq(s.cfg.fault[0].kind, (uint32_t)SIM_F_STORE_EXISTS_FAIL);
     cr_assert_eq(sim_scenario_to_bytes(&s, out, sizeof out, &n), KV_OK);
-    cr_assert(n >= 4 && memcmp(out, "KVS\x06", 4) == 0);
+    cr_assert(n >= 4 && memcmp(out, "KVS\x07", 4) == 0);
     static sim_scenario back;
     sim_scenario_from_bytes(out, n, &back);
     cr_assert(sim_scenario_equal(&s, &back));
@@ -542,6 +548,36 @@ Test(scenario, head_bytes_only_behind_its_magic) {
     expect_error(t, strlen(t), KV_EINVAL, 2, 1, "head=64 is more than this topology holds (16");
 }
 
+/* Version 7 added the store connectors' lookup switch (vLLM's enable_lookup):
+ * behind an older magic the fixed part ends at head_bytes and lookups are
+ * on; behind "KVS\x07" the byte after head_bytes turns them off (bit 0
+ * clear: on). Text: "lookup=0|1" on the topology line (absent: 1). */
+Test(scenario, store_lookup_switch_only_behind_its_magic) {
+    static uint8_t in[4 + SIM_SCENARIO_FIXED_BYTES + 3];
+    memset(in, 0, sizeof in);
+    memcpy(in, "KVS\x06", 4);
+    in[4 + 66] = 1; /* version 6: the first byte of n_reqs, not a switch */
+    sim_scenario_from_bytes(in, sizeof in, &sa);
+    cr_assert(!sa.cfg.store_lookup_off);
+    memcpy(in, "KVS\x07", 4);
+    in[4 + 66] = 0; /* bit 0 clear: on */
+    sim_scenario_from_bytes(in, sizeof in, &sb);
+    cr_assert(!sb.cfg.store_lookup_off);
+    in[4 + 66] = 1;
+    sim_scenario_from_bytes(in, sizeof in, &sb);
+    cr_assert(sb.cfg.store_lookup_off);
+    expect_valid(&sb, "v7 lookup off");
+    check_fixed_points(&sb, "lookup off");
+    parse_ok("kvs 6\ntopology p=2\n", strlen("kvs 6\ntopology p=2\n"), &sc);
+    cr_assert(!sc.cfg.store_lookup_off);
+    const char *t = "kvs 7\ntopology conn_p=store conn_d=store head=16 lookup=0\n";
+    parse_ok(t, strlen(t), &sc);
+    cr_assert(sc.cfg.store_lookup_off);
+    check_fixed_points(&sc, "text lookup=0");
+    t = "kvs 7\ntopology lookup=2\n";
+    expect_error(t, strlen(t), KV_EINVAL, 2, 10, "lookup=2");
+}
+
 /* Random bytes shaped so the lists and the choice stream are reached too. */
 static size_t random_input(uint8_t *buf) {
     size_t len = below(601);
@@ -550,7 +586,7 @@ static size_t random_input(uint8_t *buf) {
     if (below(2) == 0 && len >= 4) memcpy(buf, magics[below(5)], 4);
     size_t base = 0, fixed = SIM_SCENARIO_FIXED_BYTES_V2;
     for (size_t m = 0; m < 5; m++)
-        if (len >= 4 && memcmp(buf, magics[m], 4) == 0) base = 4, fixed = m == 0 ? SIM_SCENARIO_FIXED_BYTES : fixed;
+        if (len >= 4 && memcmp(buf, magics[m], 4) == 0) base = 4, fixed = m == 0 ? SIM_SCENARIO_FIXED_BYTES_V5 : fixed;
     size_t at = base + fixed;
     if (below(2) == 0 && at + 2 <= len) { /* few requests, then a small fault count */
         uint32_t n = below(6);

@@ -96,7 +96,8 @@ static void store_fixture(kv_wire_msg *m, uint32_t type, uint32_t n, uint32_t bl
     bool keys = type == KV_WIRE_STORE_EXIST || type == KV_WIRE_STORE_PUT || type == KV_WIRE_STORE_GET;
     bool flags = type == KV_WIRE_STORE_EXIST_REPLY || type == KV_WIRE_STORE_GET_REPLY;
     bool bytes = type == KV_WIRE_STORE_PUT || type == KV_WIRE_STORE_GET || type == KV_WIRE_STORE_GET_REPLY;
-    if (type == KV_WIRE_STORE_PUT_REPLY || type == KV_WIRE_STORE_GET_REPLY) s->status = status;
+    if (type == KV_WIRE_STORE_EXIST_REPLY || type == KV_WIRE_STORE_PUT_REPLY || type == KV_WIRE_STORE_GET_REPLY)
+        s->status = status;
     if (bytes) s->block_bytes = block_bytes;
     if (type != KV_WIRE_STORE_PUT_REPLY) s->n = n;
     uint32_t found = 0;
@@ -125,7 +126,7 @@ static void fixture(kv_wire_msg *m, int k) {
     case 9: meta_fixture(m, KV_GROUPS_MAX, KV_PULL_REQS_MAX, KV_REQ_BLOCKS_MAX, KV_ADDR_MAX - 1); break;
     case 10: resp_fixture(m, KV_XFER_ERROR, KV_PULL_REQS_MAX, KV_PULL_REQS_MAX, KV_ERR_MSG_MAX - 1); break;
     case 11: store_fixture(m, KV_WIRE_STORE_EXIST, 5, 0, 0); break;
-    case 12: store_fixture(m, KV_WIRE_STORE_EXIST_REPLY, KV_STORE_KEYS_MAX, 0, 0); break;
+    case 12: store_fixture(m, KV_WIRE_STORE_EXIST_REPLY, KV_STORE_KEYS_MAX, 0, KV_STORE_FAILED); break;
     case 13: store_fixture(m, KV_WIRE_STORE_PUT, KV_STORE_BATCH_MAX, KV_STORE_BLOCK_BYTES_MAX, 0); break;
     case 14: store_fixture(m, KV_WIRE_STORE_PUT_REPLY, 0, 0, KV_STORE_NO_HANDLE); break;
     case 15: store_fixture(m, KV_WIRE_STORE_GET, 3, 16, 0); break;
@@ -392,7 +393,7 @@ Test(wire, decode_never_writes_past_the_counts) {
 /* ---- exact layout ---- */
 
 Test(wire, layout_boot_query) {
-    static const uint8_t want[] = {'K', 'V', 3, 4, 17, 0, 0, 0, /* header */
+    static const uint8_t want[] = {'K', 'V', 4, 4, 17, 0, 0, 0, /* header */
                                    7, 0, 0, 0,  2, 0, 0, 0,  /* engine, tp_size */
                                    1, 0, 0, 0,  0, 0, 0, 0,  /* tp_rank, found */
                                    0};                       /* no addrs */
@@ -407,7 +408,7 @@ Test(wire, layout_boot_query) {
 }
 
 Test(wire, layout_xfer_resp) {
-    static const uint8_t want[] = {'K', 'V', 3, 2, 24, 0, 0, 0,
+    static const uint8_t want[] = {'K', 'V', 4, 2, 24, 0, 0, 0,
                                    2, 0, 0, 0,             /* status ERROR */
                                    4, 3, 2, 1,             /* batch 0x01020304 */
                                    1, 0, 0, 0,             /* p_tp_rank */
@@ -428,7 +429,7 @@ Test(wire, layout_xfer_resp) {
 }
 
 Test(wire, layout_xfer_meta) {
-    static const uint8_t want[] = {'K', 'V', 3, 1, 85, 0, 0, 0,
+    static const uint8_t want[] = {'K', 'V', 4, 1, 85, 0, 0, 0,
                                    1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, /* engine..batch */
                                    1, 0, 'a',                         /* d_addr "a" */
                                    1,                                 /* n_groups */
@@ -535,8 +536,8 @@ Test(wire, byte_mutation_large) {
 Test(wire, wrong_version) {
     fixture(&g_msg, 3);
     size_t n = encode_ok(&g_msg, g_buf);
-    /* 1: before the grant's key; 2: before 128-bit transfer ids */
-    static const uint8_t versions[] = {0, 1, 2, 4, 0x81, 0xff};
+    /* 1: before the grant's key; 2: before 128-bit transfer ids; 3: before EXIST_REPLY's status */
+    static const uint8_t versions[] = {0, 1, 2, 3, 5, 0x81, 0xff};
     for (size_t i = 0; i < sizeof versions; i++) {
         memcpy(g_mut, g_buf, n);
         g_mut[2] = versions[i];

@@ -15,7 +15,8 @@
 #include "kvconn/status.h"
 #include "kvconn/types.h"
 
-#define KV_WIRE_VERSION 3u /* 2: XFER_META's regions carry the grant's key; 3: 128-bit transfer ids */
+#define KV_WIRE_VERSION 4u /* 2: XFER_META's regions carry the grant's key; 3: 128-bit transfer ids;
+                              * 4: STORE_EXIST_REPLY carries a status */
 #define KV_WIRE_HDR_BYTES 8u
 
 typedef enum kv_wire_type {
@@ -98,7 +99,8 @@ typedef struct kv_store_key {
 
 typedef struct kv_wire_store {
     uint32_t seq;          /* request number, echoed by the reply */
-    int32_t status;        /* PUT_REPLY, GET_REPLY: 0, KV_STORE_NO_HANDLE or KV_STORE_FAILED */
+    int32_t status;        /* EXIST_REPLY, PUT_REPLY, GET_REPLY: 0, KV_STORE_NO_HANDLE or
+                            * KV_STORE_FAILED (an EXIST_REPLY that failed has n 0) */
     uint32_t block_bytes;  /* PUT, GET, GET_REPLY: bytes per key (<= KV_STORE_BLOCK_BYTES_MAX) */
     uint32_t n;            /* keys (EXIST <= KV_STORE_KEYS_MAX; PUT, GET <= KV_STORE_BATCH_MAX) */
     kv_store_key key[KV_STORE_KEYS_MAX];   /* EXIST, PUT, GET */
