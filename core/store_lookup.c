@@ -12,8 +12,8 @@
  *   EXIST_REPLY       hit = the largest k whose needed keys all exist
  *                     (kv_store_needs), on every rank; reply; next
  *   timeout, send     reply hit 0; next
- *   failure, EXIST
- *   failed (status)
+ *   failure
+ *   EXIST_REPLY fail  reply hit 0 (logged: the call failed, a miss); next
  * Invariants (store_lookup_invariants: L1-L2, O(1), on entry to and return
  * from every message in every build; INV-ASSERT, core/assert.h):
  *   L1 n <= KV_ENGINE_REQS_MAX, head < KV_ENGINE_REQS_MAX, max_k <=
