@@ -23,6 +23,13 @@
  *    would schedule nothing with nothing in flight, first makes a waiting
  *    holder of loaded KV give its blocks back (it recomputes).
  *
+ * As vLLM's schedule(): a waiting request with nothing computed (new, a
+ * recompute after a failed load, or preempted) asks the local prefix cache
+ * and the connector again; a step that preempted a request takes no
+ * waiting request (the preempted one comes back at the earliest in the
+ * next step, after the connectors' build has seen the preemption), and the
+ * next step follows it at once.
+ *
  * Invariants of the scheduler object (sched_invariants, O(1), on entry to
  * and return from every message in every build; sched_walk, the whole
  * table, on return in checked builds; INV-ASSERT, core/assert.h):
@@ -478,6 +485,7 @@ static bool admit_new(kv_engine *e, kv_sreq *s, uint32_t budget, kv_match *m) {
         return false;
     }
     e->conn.ops->update_state_after_alloc(e->conn.self, &s->r, &s->r.blocks, m->ext);
+    e->stats.resumed_hits += s->r.status == KV_RS_PREEMPTED && hit + m->ext > 0;
     /* admitted: it computed its local hit and holds blocks for that and
      * everything it will load */
     ENG_ASSERT(e, s->r.num_computed == hit && s->r.blocks.n[0] * e->cfg.block_size >= hit + m->ext,
@@ -516,7 +524,10 @@ static void schedule_waiting(kv_engine *e, kv_sched_output *so, uint32_t *budget
         }
         if (ready) remote_kv_ready(e, s);
         kv_match m = {.ready = true};
-        bool fresh = s->r.num_computed == 0 && s->r.status == KV_RS_WAITING;
+        /* nothing computed: a new request, a recompute after a failed load, or
+         * a preempted one (vLLM's num_computed_tokens == 0): the local prefix
+         * cache and the connector are asked again */
+        bool fresh = s->r.num_computed == 0 && (s->r.status == KV_RS_WAITING || s->r.status == KV_RS_PREEMPTED);
         if (fresh && !admit_new(e, s, *budget, &m)) {
             blocked = blocked || m.ready; /* "not ready yet" (vLLM's None) skips, a full pool blocks */
             skipped[n_skipped++] = slot;
@@ -626,11 +637,16 @@ static void sched_step(kv_engine *e) {
     e->step.step_no++;
     uint32_t budget = e->cfg.max_batched_tokens;
     schedule_running(e, &so, &budget);
-    schedule_waiting(e, &so, &budget);
+    /* as vLLM's schedule(): no waiting request is taken in a step that
+     * preempted one (a preempted request comes back at the earliest in the
+     * next step, after the connectors' build has heard of the preemption) */
+    bool preempted = e->preempted_since_step.n > 0;
+    e->step_preempted = preempted;
+    if (!preempted) schedule_waiting(e, &so, &budget);
     /* one holder at a time, until something is scheduled or none is left:
      * the head may need the blocks of several (a step that released one
      * and still scheduled nothing would otherwise be the engine's last) */
-    while (!e->step.n_reqs && release_a_holder(e)) schedule_waiting(e, &so, &budget);
+    while (!preempted && !e->step.n_reqs && release_a_holder(e)) schedule_waiting(e, &so, &budget);
     fill_step_blocks(e);
     kv_id_list_copy(&so.finished_reqs, &e->finished_since_step);
     kv_id_list_copy(&so.preempted_reqs, &e->preempted_since_step);
@@ -802,7 +818,7 @@ static void sched_update(kv_engine *e) {
      * has news. The steps that are skipped would have computed nothing. */
     bool progressed = e->step.n_reqs || e->agg.finished_recving.n || e->agg.finished_sending.n ||
                       e->agg.failed_recving.n || e->agg.invalid_blocks.n || e->finished_since_step.n ||
-                      e->wake_pending;
+                      e->wake_pending || e->step_preempted;
     if (progressed && (has_work(e) || e->finished_since_step.n)) arm_tick(e, 0);
 }
 

@@ -182,6 +182,8 @@ typedef struct kv_engine_stats {
     uint64_t rejected_loads;  /* MultiConnector: a child's hit not chosen */
     uint64_t turned_away;     /* requests refused on arrival: no free slot, or they can never fit */
     uint64_t aborts_after_recv; /* aborts of a request whose KV had arrived, before a schedule took it in */
+    uint64_t resumed_hits;      /* preempted requests whose re-admission found computed tokens (a local
+                                 * prefix hit or a connector's), as vLLM asks again on resume */
 } kv_engine_stats;
 
 typedef struct kv_worker kv_worker;
@@ -226,6 +228,8 @@ typedef struct kv_engine {
     bool busy;                       /* a step is in flight */
     bool tick_armed;                 /* a TICK is pending */
     bool wake_pending;               /* a worker woke us while a step was in flight */
+    bool step_preempted;             /* the step in flight preempted a request (the waiting
+                                      * queue was not scheduled: the next step must come) */
     uint32_t results_pending;        /* ranks yet to answer */
     kv_conn_output agg;              /* outputs of this step, all ranks */
     kv_m_step_result rx;             /* the STEP_RESULT being merged, unpacked */

@@ -141,7 +141,7 @@ static kv_status gnmt(void *self, const kv_req *r, uint32_t num_computed, kv_mat
     p2p_sched *c = self;
     kv_owner_check(c->e->env, &c->owner, c->e->cfg.index);
     /* asked at a request's first schedule, with what is computed locally */
-    Q_ASSERT(c, r->status == KV_RS_WAITING && num_computed < kv_req_num_tokens(r),
+    Q_ASSERT(c, (r->status == KV_RS_WAITING || r->status == KV_RS_PREEMPTED) && num_computed < kv_req_num_tokens(r),
              "engine %u p2p GNMT(%u): %s, %u of %u tokens computed", c->e->cfg.index, r->id,
              kv_req_status_name((kv_req_status)r->status), num_computed, kv_req_num_tokens(r));
     *out = (kv_match){.ready = true};
@@ -187,7 +187,7 @@ static void usaa(void *self, kv_req *r, const kv_block_table *blocks, uint32_t e
     kv_owner_check(c->e->env, &c->owner, c->e->cfg.index);
     /* right after the allocation of a request's first schedule: the table
      * is the engine's, with blocks for what it computed and will load */
-    if (!Q_ASSERT(c, r->status == KV_RS_WAITING && blocks->n_groups == c->e->cfg.n_groups &&
+    if (!Q_ASSERT(c, (r->status == KV_RS_WAITING || r->status == KV_RS_PREEMPTED) && blocks->n_groups == c->e->cfg.n_groups &&
                          blocks->n[0] * c->e->cfg.block_size >= r->num_computed + ext,
                   "engine %u p2p USAA(%u): %s, table %u groups x %u blocks for %u computed + %u external",
                   c->e->cfg.index, r->id, kv_req_status_name((kv_req_status)r->status), blocks->n_groups,

@@ -19,6 +19,7 @@
  *   WAITING_FOR_REMOTE_KVS -> PREEMPTED   sched_remote_kv_ready (was preempted before)
  *   RUNNING -> PREEMPTED                  sched_preempt
  *   PREEMPTED -> RUNNING                  sched_admit
+ *   PREEMPTED -> WAITING_FOR_REMOTE_KVS   sched_admit (resumed with a load)
  *   RUNNING -> FINISHED_STOPPED / _LENGTH_CAPPED   sched_after_step
  *   any live -> FINISHED_ABORTED          sched_abort
  *   any live -> FINISHED_ERROR            sched_handle_invalid_blocks
@@ -52,7 +53,8 @@ static const uint32_t edge_ok[KV_RS_COUNT] = {
     [KV_RS_RUNNING] = B(KV_RS_PREEMPTED) | B(KV_RS_FINISHED_STOPPED) |
                       B(KV_RS_FINISHED_LENGTH_CAPPED) | B(KV_RS_FINISHED_ABORTED) |
                       B(KV_RS_FINISHED_ERROR),
-    [KV_RS_PREEMPTED] = B(KV_RS_RUNNING) | B(KV_RS_FINISHED_ABORTED) | B(KV_RS_FINISHED_ERROR),
+    [KV_RS_PREEMPTED] = B(KV_RS_RUNNING) | B(KV_RS_WAITING_FOR_REMOTE_KVS) | B(KV_RS_FINISHED_ABORTED) |
+                        B(KV_RS_FINISHED_ERROR),
 };
 #undef B
 

@@ -144,7 +144,7 @@ static kv_status gnmt(void *self, const kv_req *r, uint32_t num_computed, kv_mat
     store_sched *c = self;
     check_owner(c);
     /* asked at a request's first schedule (and again while "not ready") */
-    SS_ASSERT(c, r->status == KV_RS_WAITING && num_computed < kv_req_num_tokens(r),
+    SS_ASSERT(c, (r->status == KV_RS_WAITING || r->status == KV_RS_PREEMPTED) && num_computed < kv_req_num_tokens(r),
               "engine %u store GNMT(%u): %s, %u of %u tokens computed", c->e->cfg.index, r->id,
               kv_req_status_name((kv_req_status)r->status), num_computed, kv_req_num_tokens(r));
     uint32_t bs = c->e->cfg.block_size, n = kv_req_num_tokens(r);
@@ -183,7 +183,7 @@ static kv_status gnmt(void *self, const kv_req *r, uint32_t num_computed, kv_mat
 static void usaa(void *self, kv_req *r, const kv_block_table *blocks, uint32_t ext) {
     store_sched *c = self;
     check_owner(c);
-    SS_ASSERT(c, r->status == KV_RS_WAITING, "engine %u store USAA(%u) in %s", c->e->cfg.index, r->id,
+    SS_ASSERT(c, r->status == KV_RS_WAITING || r->status == KV_RS_PREEMPTED, "engine %u store USAA(%u) in %s", c->e->cfg.index, r->id,
               kv_req_status_name((kv_req_status)r->status));
     ss_req *q = find(c, r->id, true);
     if (!q) return;

@@ -1023,7 +1023,13 @@ static void count_reach(const sim_world *w, sim_result *out) {
     out->reach[SIM_R_SHORT_TIMEOUTS] += c->abort_timeout_ns < 1000000000ull;
     out->reach[SIM_R_EXISTS_FAILED] += out->store.exist_failures;
     out->reach[SIM_R_LOOKUP_OFF] += store && c->store_lookup_off;
-    for (uint32_t i = 0; i < w->n_all; i++) out->reach[SIM_R_ABORT_AFTER_RECV] += w->all_eng[i]->stats.aborts_after_recv;
+    for (uint32_t i = 0; i < w->n_all; i++) {
+        const kv_engine *e = w->all_eng[i];
+        out->reach[SIM_R_ABORT_AFTER_RECV] += e->stats.aborts_after_recv;
+        out->reach[SIM_R_RESUMED_HIT] += e->stats.resumed_hits;
+        out->reach[SIM_R_SAVER_PREEMPTED] +=
+            e->cfg.role == KV_ROLE_PRODUCER && kv_conn_kind_has_store(e->conn_kind) ? e->stats.preemptions : 0;
+    }
 }
 
 const char *sim_reach_name(uint32_t r) {
@@ -1039,7 +1045,9 @@ const char *sim_reach_name(uint32_t r) {
         [SIM_R_SHORT_TIMEOUTS] = "timeouts under 1 s (runs)",
         [SIM_R_HIT_ALL_BUT_ONE_RECURRENT] = "local hits of N-1 tokens with a recurrent group",
         [SIM_R_EXISTS_FAILED] = "store EXIST calls failed",
-        [SIM_R_LOOKUP_OFF] = "store lookups off (runs)"};
+        [SIM_R_LOOKUP_OFF] = "store lookups off (runs)",
+        [SIM_R_SAVER_PREEMPTED] = "preemptions on a P that saves to the store",
+        [SIM_R_RESUMED_HIT] = "preempted requests resumed from a hit or a load"};
     return r < SIM_R_COUNT ? names[r] : "?";
 }
 

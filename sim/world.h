@@ -149,6 +149,8 @@ typedef enum sim_reach {
     SIM_R_HIT_ALL_BUT_ONE_RECURRENT, /* SIM_R_HIT_ALL_BUT_ONE on an engine with a recurrent group */
     SIM_R_EXISTS_FAILED,     /* EXIST calls the store failed (store_exists_fail) */
     SIM_R_LOOKUP_OFF,        /* runs with a store connector and its lookups off */
+    SIM_R_SAVER_PREEMPTED,   /* preemptions on an engine whose connector saves to the store (P) */
+    SIM_R_RESUMED_HIT,       /* preempted requests that resumed from a local or external hit */
     SIM_R_COUNT
 } sim_reach;
 const char *sim_reach_name(uint32_t r);

@@ -141,7 +141,7 @@ Test(assert_request, setter_asserts_the_request_after_each_edge) {
     cr_expect_eq(r.status, KV_RS_PREEMPTED, "the edge itself is legal and taken");
     /* an illegal edge stays vLLM's scheduler assertion */
     te.n_violations = 0;
-    cr_expect_not(kv_req_set_status(&te.env, 2, &r, KV_RS_WAITING_FOR_REMOTE_KVS));
+    cr_expect_not(kv_req_set_status(&te.env, 2, &r, KV_RS_WAITING)); /* a preempted request stays PREEMPTED */
     cr_expect_eq(te.v[0].inv, KV_INV_SCHED_ASSERT);
 }
 

@@ -78,6 +78,7 @@ static const struct counter {
     ENG(preemptions),
     ENG(prefix_hit_tokens),
     ENG(aborts_after_recv),
+    ENG(resumed_hits),
     {"rejected_loads", 0, g_rej},
     {"turned_away", 0, g_away},
     {"store_saves", 0, g_saves},
