@@ -422,6 +422,28 @@ Test(store, an_engine_using_the_store_without_its_address_is_refused) {
     rig_free(&Rg);
 }
 
+/* A recurrent group's state is read back from one whole word: an engine
+ * with such a group, in any position, and heads narrower than 8 bytes is
+ * refused; with 8-byte heads it is built. */
+Test(store, an_engine_with_a_recurrent_group_and_heads_under_a_word_is_refused) {
+    rig_init(&Rg, NULL);
+    for (uint32_t at = 1; at < 3; at++) { /* the first group is full attention */
+        kv_engine_cfg cfg = rig_engine_cfg(KV_ROLE_CONSUMER, 1);
+        cfg.n_groups = 3;
+        for (uint32_t g = 0; g < 3; g++) cfg.group[g] = (kv_group_cfg){.kind = g == at ? KV_GROUP_MAMBA : KV_GROUP_FULL};
+        cfg.head_bytes = 4;
+        kv_engine *e = NULL;
+        kv_status st = rig_engine_new(&Rg, &cfg, KV_CONN_P2P, &e);
+        cr_expect_eq(st, KV_EINVAL, "recurrent group %u, 4-byte heads: %s", at, kv_status_str(st));
+        if (st == KV_OK) kv_engine_free(e);
+        cfg.head_bytes = 8;
+        cr_assert_eq(rig_engine_new(&Rg, &cfg, KV_CONN_P2P, &e), KV_OK, "recurrent group %u, 8-byte heads", at);
+        kv_engine_free(e);
+    }
+    cr_assert_eq(Rg.te.n_violations, 0, "%s", Rg.te.n_violations ? Rg.te.v[0].detail : "");
+    rig_free(&Rg);
+}
+
 Test(multi, a_failed_construction_releases_both_children) {
     failed_constructions_release_everything(KV_CONN_MULTI_P2P_STORE);
     failed_constructions_release_everything(KV_CONN_MULTI_STORE_P2P);
