@@ -1004,10 +1004,19 @@ static bool hear_foreign_engine(void) {
 static void run_foreign_engine(uint32_t phase) {
     forge_phase = phase;
     brk = hear_foreign_engine;
-    cr_assert_eq(sim_world_run(W, &C, NULL, &R), KV_OK);
+    char *trace = NULL;
+    size_t trace_len = 0;
+    FILE *f = open_memstream(&trace, &trace_len);
+    cr_assert_not_null(f);
+    cr_assert_eq(sim_world_run(W, &C, f, &R), KV_OK);
+    fclose(f);
+    uint32_t lines = 0; /* the refusal is logged (the first 16, then every 1,024th) */
+    for (const char *p = trace; (p = strstr(p, "which is bound to D")); p++) lines++;
+    free(trace);
     cr_assert(forged_heard, "P's request 1 was never in phase %s after a pull of D's", kv_phase_name(phase));
     cr_assert(!R.violated, "%s: %s", kv_inv_name(R.inv), R.detail);
     cr_expect_eq(foreign_refused, 1, "%llu requests refused", (unsigned long long)foreign_refused);
+    cr_expect_eq(lines, 1u, "%u log lines for one refused foreign pull", lines);
     cr_expect_eq(R.requests_ok, 2, "D's own pulls are served as before");
 }
 
