@@ -150,7 +150,7 @@ static void gen_faults(sim_choice *c, sim_world_cfg *cfg, uint32_t swarm, uint32
         case SIM_F_PEER_HANG:
         case SIM_F_ABORT_ON_KV: /* drawn by gen_step_aborts */
         case SIM_F_STORE_CRASH: /* drawn by gen_store_crash */
-        case SIM_F_STORE_EXISTS_FAIL: /* drawn by gen_exists_fail */
+        case SIM_F_STORE_EXISTS_FAIL: /* drawn by gen_store_lookups */
         case SIM_F_KIND_COUNT: break;
         }
     }

@@ -28,14 +28,15 @@
  *     prefix_group 0..7, prefix_len <= prompt_len, sequential 0/1,
  *     d_extra_tokens 0..128
  *   n_faults 0..SIM_FAULTS_MAX, each fault:
- *     at_ns <= 60 s, kind 1..SIM_F_KIND_COUNT-1 (v2: ..12, v3: ..13, v4: ..14, v5: ..15), target, arg < 2^16
+ *     at_ns <= 60 s, kind 1..SIM_F_KIND_COUNT-1 (v2: ..12, v3: ..13, v4: ..14, v5: ..15, v6: ..16), target,
+ *     arg < 2^16
  *   seed any; choice_len 0..SIM_CHOICE_MAX
  * Entries past n_groups / n_reqs / n_faults and choice bytes past
  * choice_len are zero in a clamped scenario. Requests and faults keep their
  * given order.
  *
  * Binary layout (all integers little-endian):
- *   [magic]  4 bytes "KVS" 0x06 (SIM_SCENARIO_VERSION). Optional: an input
+ *   [magic]  4 bytes "KVS" 0x07 (SIM_SCENARIO_VERSION). Optional: an input
  *            that starts with exactly these 4 bytes has its fields from
  *            offset 4; any other input has its fields from offset 0. An
  *            input starting "KVS" 0x01 is a version 1 scenario (fields from
@@ -45,11 +46,13 @@
  *            except that fault kinds map into version 2's 1..12; "KVS"
  *            0x03 (version 3) maps them into 1..13; "KVS" 0x04 (version
  *            4) maps them into 1..14 and has no head_bytes (8); "KVS" 0x05
- *            (version 5) maps them into 1..15. A magic-less input decodes
+ *            (version 5) maps them into 1..15; "KVS" 0x06 (version 6) into
+ *            1..16 and has no lookup switch (on). A magic-less input decodes
  *            as version 2 too; only inputs of a version reach the kinds and
  *            fields added in it (3: peer_crash, 4: peer_hang, 5: head_bytes
- *            and abort_on_kv, 6: store_crash).
- *   fixed part (66 bytes from version 5; 64 before):
+ *            and abort_on_kv, 6: store_crash, 7: store_lookup_off and
+ *            store_exists_fail).
+ *   fixed part (67 bytes from version 7; 66 in versions 5 and 6; 64 before):
  *     u64 seed
  *     u8 n_p, u8 n_d, u8 tp_p, u8 tp_d, u8 block_size
  *     u16 pool_blocks_p, u16 pool_blocks_d
@@ -59,6 +62,7 @@
  *     u8 bugs
  *     (version 2) u8 conn_p, u8 conn_d, u16 store_capacity
  *     (version 5) u16 head_bytes
+ *     (version 7) u8 store_lookup_off (bit 0; the rest ignored)
  *   u16 n_reqs, then n_reqs x 18 bytes:
  *     u64 at_ns, u8 p_engine, u8 d_engine, u16 prompt_len, u8 max_tokens,
  *     u8 prefix_group, u16 prefix_len, u8 sequential, u8 d_extra_tokens
