@@ -51,6 +51,9 @@ Test(block_pool, init_rejects_bad_capacity) {
     test_env_init(&te);
     kv_block_pool p;
     cr_expect_eq(kv_pool_init(&p, &te.env, OWNER, ENGINE, GROUP, 0), KV_EINVAL);
+    /* no pool or no env: refused, whichever is missing */
+    cr_expect_eq(kv_pool_init(NULL, &te.env, OWNER, ENGINE, GROUP, 25), KV_EINVAL);
+    cr_expect_eq(kv_pool_init(&p, NULL, OWNER, ENGINE, GROUP, 25), KV_EINVAL);
     /* the null block alone: a pool with nothing to hand out, not an error */
     cr_assert_eq(kv_pool_init(&p, &te.env, OWNER, ENGINE, GROUP, 1), KV_OK);
     uint32_t id;

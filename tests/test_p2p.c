@@ -548,9 +548,9 @@ Test(p2p, same_config_same_trace_hash) {
 static rig Rg;
 
 /* A p2p engine (P: sender; D: receiver), built with each allocation and
- * each spawn of the construction refused in turn: a constructor that fails
- * gives back everything it took (a sender that cannot spawn its actor
- * included). */
+ * each spawn of the construction refused in turn: each refusal fails the
+ * construction, and a constructor that fails gives back everything it took
+ * (a sender that cannot spawn its actor included). */
 Test(p2p, a_failed_construction_releases_everything) {
     rig_init(&Rg, NULL);
     for (uint8_t role = KV_ROLE_PRODUCER; role <= KV_ROLE_CONSUMER; role++) {
@@ -559,6 +559,8 @@ Test(p2p, a_failed_construction_releases_everything) {
         cr_assert(f.built, "role %u: the engine cannot be built at all", role);
         cr_assert_gt(f.failed, 0, "role %u: no refusal made the construction fail", role);
         cr_assert_str_empty(f.first_leak, "role %u: %s", role, f.first_leak);
+        /* every allocation and spawn is needed: a refused one fails the construction */
+        cr_assert_str_empty(f.first_built, "role %u: %s", role, f.first_built);
     }
     rig_free(&Rg);
 }

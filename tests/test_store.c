@@ -390,6 +390,8 @@ static void failed_constructions_release_everything(kv_conn_kind kind) {
         cr_assert_gt(f.failed, 0, "role %u: no refusal made the construction fail (%llu allocations, %llu spawns)",
                      role, (unsigned long long)f.allocs, (unsigned long long)f.spawns);
         cr_assert_str_empty(f.first_leak, "role %u: %s", role, f.first_leak);
+        /* every allocation and spawn of a construction is needed: a refused one fails it */
+        cr_assert_str_empty(f.first_built, "role %u: %s", role, f.first_built);
     }
     rig_free(&Rg);
 }

@@ -134,6 +134,9 @@ static kv_status build_once(rig *r, const kv_engine_cfg *cfg, kv_conn_kind kind,
     r->te.fail_alloc = r->fail_spawn = 0;
     if (st == KV_OK) kv_engine_free(e);
     else f->failed++;
+    if (st == KV_OK && (alloc || spawn) && !f->first_built[0])
+        snprintf(f->first_built, sizeof f->first_built, "%s %llu refused, built anyway", alloc ? "allocation" : "spawn",
+                 (unsigned long long)(alloc ? alloc : spawn));
     if (r->te.live != live && !f->first_leak[0])
         snprintf(f->first_leak, sizeof f->first_leak, "%s %llu refused: %s, %lld allocations left", alloc ? "allocation" : "spawn",
                  (unsigned long long)(alloc ? alloc : spawn), kv_status_str(st), (long long)(r->te.live - live));

@@ -83,5 +83,6 @@ typedef struct rig_failures {
     uint64_t allocs, spawns;  /* a whole construction's */
     uint64_t failed;          /* constructions that failed */
     char first_leak[128];     /* "" or which refusal left what behind */
+    char first_built[64];     /* "" or the first refusal the construction succeeded despite */
 } rig_failures;
 rig_failures rig_engine_failures(rig *r, const kv_engine_cfg *cfg, kv_conn_kind kind);
