@@ -283,6 +283,25 @@ static void p2p_two(uint32_t max_tokens) {
     C.req[1] = (sim_req_plan){.at_ns = 50000000, .prompt_len = 97, .max_tokens = max_tokens};
 }
 
+/* Runs W on C into R with a text trace; the trace, as one string the
+ * caller frees. */
+static char *run_traced(void) {
+    char *trace = NULL;
+    size_t trace_len = 0;
+    FILE *f = open_memstream(&trace, &trace_len);
+    cr_assert_not_null(f);
+    cr_assert_eq(sim_world_run(W, &C, f, &R), KV_OK);
+    fclose(f);
+    return trace;
+}
+
+/* Lines of a trace that contain text (each log line says it once). */
+static uint32_t lines_with(const char *trace, const char *text) {
+    uint32_t n = 0;
+    for (const char *p = trace; (p = strstr(p, text)); p++) n++;
+    return n;
+}
+
 /* The sender's state, which INV-LEAK reads at the end (no connector entry
  * left), counts what P holds for D. Request 1 finishes on P while D's pool
  * is busy with request 0's decode: P keeps request 1's entry for the many
@@ -931,14 +950,8 @@ Test(peer_input, refusals_over_a_share_are_logged_the_first_16_then_every_1024th
     C.tp_p = C.tp_d = 2;
     p2p_two(4);
     brk = hear_over_share_many;
-    char *trace = NULL;
-    size_t trace_len = 0;
-    FILE *f = open_memstream(&trace, &trace_len);
-    cr_assert_not_null(f);
-    cr_assert_eq(sim_world_run(W, &C, f, &R), KV_OK);
-    fclose(f);
-    uint32_t lines = 0;
-    for (const char *p = trace; (p = strstr(p, "that peer holds its share")); p++) lines++;
+    char *trace = run_traced();
+    uint32_t lines = lines_with(trace, "that peer holds its share");
     bool has_1024th = strstr(trace, "(1024 refused)") != NULL, has_17th = strstr(trace, "(17 refused)") != NULL;
     free(trace);
     cr_assert(!R.violated, "%s: %s", kv_inv_name(R.inv), R.detail);
@@ -1004,14 +1017,8 @@ static bool hear_foreign_engine(void) {
 static void run_foreign_engine(uint32_t phase) {
     forge_phase = phase;
     brk = hear_foreign_engine;
-    char *trace = NULL;
-    size_t trace_len = 0;
-    FILE *f = open_memstream(&trace, &trace_len);
-    cr_assert_not_null(f);
-    cr_assert_eq(sim_world_run(W, &C, f, &R), KV_OK);
-    fclose(f);
-    uint32_t lines = 0; /* the refusal is logged (the first 16, then every 1,024th) */
-    for (const char *p = trace; (p = strstr(p, "which is bound to D")); p++) lines++;
+    char *trace = run_traced();
+    uint32_t lines = lines_with(trace, "which is bound to D"); /* logged: the first 16, then every 1,024th */
     free(trace);
     cr_assert(forged_heard, "P's request 1 was never in phase %s after a pull of D's", kv_phase_name(phase));
     cr_assert(!R.violated, "%s: %s", kv_inv_name(R.inv), R.detail);
