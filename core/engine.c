@@ -381,18 +381,24 @@ static void preempt(kv_engine *e, kv_sreq *s) {
     e->stats.preemptions++;
 }
 
-static void step_add(kv_engine *e, kv_sched_output *so, kv_sreq *s, uint32_t n, bool is_new) {
-    /* one entry per scheduled request, within its tokens and its table */
-    if (!ENG_ASSERT(e, e->step.n_reqs < e->cfg.reqs_max && n > 0 && n <= kv_req_num_tokens(&s->r) - s->r.num_computed &&
+/* n tokens of the request, spec of them drafts past its last token */
+static void step_add(kv_engine *e, kv_sched_output *so, kv_sreq *s, uint32_t n, uint32_t spec, bool is_new) {
+    /* one entry per scheduled request, within its tokens, its drafts and its table */
+    if (!ENG_ASSERT(e, e->step.n_reqs < e->cfg.reqs_max && n > spec && spec <= e->cfg.num_spec &&
+                           n - spec <= kv_req_num_tokens(&s->r) - s->r.num_computed && s->r.num_spec == 0 &&
                            s->r.blocks.n[0] * e->cfg.block_size >= s->r.num_computed + n,
-                    "engine %u request %u: step entry %u of %u for %u tokens (%u of %u computed, table %u blocks)",
-                    e->cfg.index, s->r.id, e->step.n_reqs, e->cfg.reqs_max, n, s->r.num_computed,
+                    "engine %u request %u: step entry %u of %u for %u tokens, %u drafts (%u of %u computed, table %u "
+                    "blocks)",
+                    e->cfg.index, s->r.id, e->step.n_reqs, e->cfg.reqs_max, n, spec, s->r.num_computed,
                     kv_req_num_tokens(&s->r), s->r.blocks.n[0]))
         return;
     kv_step_req *q = &e->step.req[e->step.n_reqs++];
     q->id = s->r.id;
     q->computed_before = s->r.num_computed;
     q->num_scheduled = n;
+    q->num_spec = spec;
+    s->r.num_spec = spec;
+    e->stats.drafts += spec;
     q->num_tokens = kv_req_num_tokens(&s->r);
     q->tokens = s->tokens;
     s->r.num_computed += n;
@@ -438,12 +444,30 @@ static void remote_kv_ready(kv_engine *e, kv_sreq *s) {
 
 static bool release_waiting_holder(kv_engine *e, uint32_t from);
 
+/* The drafts a running request's step takes (vLLM: the spec_token_ids its
+ * drafter proposed with its last token, trimmed to the token budget): a
+ * request that has generated a token and has one left to compute takes up
+ * to num_spec, never past its max_tokens (the accepted drafts and the
+ * bonus token end it there) nor past its table. Blocks are allocated for
+ * them like for any token. */
+static uint32_t drafts_of(const kv_engine *e, const kv_sreq *s, uint32_t n, uint32_t budget) {
+    const kv_req *r = &s->r;
+    if (!e->cfg.num_spec || n != 1 || !r->num_output || r->num_computed + 1 != kv_req_num_tokens(r)) return 0;
+    uint32_t k = e->cfg.num_spec, left = r->max_tokens - r->num_output; /* >= 1: one at max_tokens finished */
+    uint32_t room = KV_REQ_BLOCKS_MAX * e->cfg.block_size - kv_req_num_tokens(r);
+    if (k > left - 1) k = left - 1;
+    if (k > budget - 1) k = budget - 1;
+    return k < room ? k : room;
+}
+
 static void schedule_running(kv_engine *e, kv_sched_output *so, uint32_t *budget) {
     for (uint32_t i = 0; i < e->n_running && *budget;) {
         kv_sreq *s = &e->req[e->running[i]];
         uint32_t n = kv_req_num_tokens(&s->r) - s->r.num_computed;
         if (n > *budget) n = *budget;
         if (n == 0) { i++; continue; }
+        uint32_t k = drafts_of(e, s, n, *budget);
+        n += k;
         while (!alloc_upto(e, s, s->r.num_computed + n)) {
             kv_sreq *victim = &e->req[e->running[e->n_running - 1]];
             /* before a request preempts itself, waiting requests sitting on
@@ -454,7 +478,7 @@ static void schedule_running(kv_engine *e, kv_sched_output *so, uint32_t *budget
             if (victim == s) break;
         }
         if (s->r.status != KV_RS_RUNNING) continue; /* preempted itself; list shrank */
-        step_add(e, so, s, n, false);
+        step_add(e, so, s, n, k, false);
         *budget -= n;
         i++;
     }
@@ -553,7 +577,7 @@ static void schedule_waiting(kv_engine *e, kv_sched_output *so, uint32_t *budget
         bool resumed = s->r.status == KV_RS_PREEMPTED;
         set_status(e, s, KV_RS_RUNNING);
         if (n) {
-            step_add(e, so, s, n, !resumed);
+            step_add(e, so, s, n, 0, !resumed);
             if (resumed) kv_id_list_add(&so->resumed_reqs, s->r.id);
             *budget -= n;
         }
@@ -783,6 +807,33 @@ static void merge_result(kv_engine *e, const kv_m_step_result *res) {
     for (uint32_t i = 0; i < res->out.invalid_blocks.n; i++) merge_bad_block(e, res->out.invalid_blocks.e[i]);
 }
 
+/* The step's output for its drafts (vLLM's update_from_output): of a
+ * request's k drafts the first a = kv_spec_accepted were accepted, and the
+ * KV of the other k - a is rolled back (num_computed_tokens -= rejected);
+ * the accepted ones are output tokens whose KV exists, the bonus token
+ * after them is generated below. Their slots keep the rejected drafts' KV
+ * until a later step computes them again. First in the update, before a
+ * load error can reset what a request computed. A request no longer
+ * running generates nothing: all its drafts go. */
+static void take_drafts(kv_engine *e) {
+    for (uint32_t i = 0; i < e->step.n_reqs; i++) {
+        const kv_step_req *q = &e->step.req[i];
+        kv_sreq *s = q->num_spec ? find(e, q->id) : NULL;
+        if (!s) continue;
+        if (!ENG_ASSERT(e, s->r.num_spec == q->num_spec && s->r.num_computed == q->computed_before + q->num_scheduled,
+                        "engine %u request %u: %u drafts in the step, %u on the request, %u computed after [%u, +%u)",
+                        e->cfg.index, s->r.id, q->num_spec, s->r.num_spec, s->r.num_computed, q->computed_before,
+                        q->num_scheduled))
+            continue;
+        bool running = s->r.status == KV_RS_RUNNING;
+        uint32_t a = running ? kv_spec_accepted(&s->tokens, q->computed_before + 1, q->num_spec) : 0;
+        s->r.num_computed -= q->num_spec - a;
+        s->r.num_output += a;
+        s->r.num_spec = 0;
+        e->stats.drafts_accepted += a;
+    }
+}
+
 static void advance_generated(kv_engine *e) {
     for (uint32_t i = 0; i < e->step.n_reqs; i++) {
         kv_sreq *s = find(e, e->step.req[i].id);
@@ -806,6 +857,7 @@ static bool has_work(const kv_engine *e) { return e->live != 0 || e->n_inq != 0;
 
 static void sched_update(kv_engine *e) {
     e->busy = false;
+    take_drafts(e);
     handle_load_errors(e);
     advance_generated(e);
     e->conn.ops->update_connector_output(e->conn.self, &e->agg);
@@ -1134,10 +1186,12 @@ kv_status kv_engine_new(const kv_env *env, kv_rt *rt, const kv_engine_cfg *cfg, 
                         kvt *const *transports, kv_engine **out) {
     if (!cfg->tp || cfg->tp > KV_TP_MAX || KV_HEADS % cfg->tp || !cfg->n_groups ||
         cfg->n_groups > KV_GROUPS_MAX || !cfg->block_size || cfg->pool_blocks + 1 > KV_POOL_BLOCKS_MAX ||
-        cfg->reqs_max > KV_ENGINE_REQS_MAX)
+        cfg->reqs_max > KV_ENGINE_REQS_MAX || cfg->num_spec > KV_SPEC_MAX)
         return KV_EINVAL;
-    for (uint32_t g = 0; g < cfg->n_groups; g++) /* a recurrent state is read back from one whole word */
-        if (cfg->group[g].kind == KV_GROUP_MAMBA && cfg->head_bytes < 8u) return KV_EINVAL;
+    /* a recurrent state is read back from one whole word; its one state
+     * block per step has no slots for drafts to roll back */
+    for (uint32_t g = 0; g < cfg->n_groups; g++)
+        if (cfg->group[g].kind == KV_GROUP_MAMBA && (cfg->head_bytes < 8u || cfg->num_spec)) return KV_EINVAL;
     kv_engine *e = kv_alloc(env, sizeof *e);
     if (!e) return KV_ENOMEM;
     e->env = env;

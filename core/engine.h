@@ -94,6 +94,9 @@ typedef struct kv_engine_cfg {
     uint32_t head_bytes;      /* KV bytes of one head in one block */
     uint32_t max_batched_tokens;
     uint32_t max_running;
+    uint32_t num_spec;        /* speculative decoding: draft tokens per decode step
+                               * (num_speculative_tokens), 0..KV_SPEC_MAX; an engine with a
+                               * recurrent group takes none */
     uint32_t reqs_max;        /* live requests the tables hold (vLLM's max_num_seqs
                                * bounds what runs; this bounds what is known):
                                * 1..KV_ENGINE_REQS_MAX, 0 = KV_ENGINE_REQS_MAX. Every
@@ -125,6 +128,9 @@ typedef struct kv_step_req {
     uint32_t id;
     uint32_t computed_before; /* tokens whose KV existed before this step */
     uint32_t num_scheduled;   /* tokens computed by this step */
+    uint32_t num_spec;        /* of num_scheduled, draft tokens after the request's last one
+                               * (scheduled_spec_decode_tokens); the first kv_spec_accepted
+                               * of them are kept, the rest rolled back */
     uint32_t num_tokens;      /* prompt + output so far */
     kv_tokens tokens;
     kv_block_table blocks;
@@ -184,6 +190,7 @@ typedef struct kv_engine_stats {
     uint64_t aborts_after_recv; /* aborts of a request whose KV had arrived, before a schedule took it in */
     uint64_t resumed_hits;      /* preempted requests whose re-admission found computed tokens (a local
                                  * prefix hit or a connector's), as vLLM asks again on resume */
+    uint64_t drafts, drafts_accepted; /* draft tokens scheduled, and kept (speculative decoding) */
 } kv_engine_stats;
 
 typedef struct kv_worker kv_worker;

@@ -62,6 +62,28 @@ uint64_t kv_block_digest_grow(const kv_tokens *t, uint32_t pos, uint32_t block_s
     return digest_of(run->h, pos, block_size, end);
 }
 
+uint32_t kv_spec_accepted(const kv_tokens *t, uint32_t pos, uint32_t k) {
+    if (!k) return 0;
+    uint64_t x = kv_mix64(t->token_seed ^ 0x5bec0000000000ull ^ ((uint64_t)t->prefix_group << 32) ^ pos);
+    return (uint32_t)(((x >> 32) * (k + 1u)) >> 32);
+}
+
+uint32_t kv_draft_token(const kv_tokens *t, uint32_t i) {
+    uint32_t d = token_of((t->token_seed ^ 0xd4af7d4af7ull) * 0x100000001b3ull + i);
+    return d != kv_token(t, i) ? d : (d + 1u) % 50000u; /* rejected: never the token itself */
+}
+
+uint64_t kv_block_digest_drafts(const kv_tokens *t, uint32_t pos, uint32_t block_size, uint32_t n_tokens,
+                                uint32_t lo, uint32_t hi) {
+    uint32_t from = pos * block_size, end = block_end(pos, block_size, n_tokens);
+    uint64_t h = 0xcbf29ce484222325ull ^ pos;
+    uint32_t a = lo < from ? from : lo > end ? end : lo, b = hi < a ? a : hi > end ? end : hi;
+    h = chain(t, h, from, a);
+    for (uint32_t i = a; i < b; i++) h = (h ^ kv_draft_token(t, i)) * 0x100000001b3ull;
+    h = chain(t, h, b, end);
+    return digest_of(h, pos, block_size, end);
+}
+
 static uint64_t hash_of(uint64_t parent, uint64_t digest, uint32_t group) {
     uint64_t h = kv_mix64(parent ^ digest ^ ((uint64_t)group << 56));
     return h ? h : 1;

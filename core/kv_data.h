@@ -79,6 +79,21 @@ typedef struct kv_digest_run {
  * (valid), else from the block's start; run then holds this chain. */
 uint64_t kv_block_digest_grow(const kv_tokens *t, uint32_t pos, uint32_t block_size, uint32_t n_tokens,
                               kv_digest_run *run, bool valid);
+/* Speculative decoding (core/engine.c). Drafts proposed for positions
+ * [pos, pos + k) of a request: the rejection sampler accepts the first
+ * kv_spec_accepted of them (0..k), a pure function of the request's tokens
+ * and pos, so every rank and the scheduler agree without a wire field. A
+ * rejected draft is a token other than the request's at that position
+ * (kv_draft_token); its KV stays in its slot until a later step rewrites it. */
+uint32_t kv_spec_accepted(const kv_tokens *t, uint32_t pos, uint32_t k);
+uint32_t kv_draft_token(const kv_tokens *t, uint32_t i);
+/* Digest of block pos holding tokens up to n_tokens whose slots [lo, hi)
+ * hold rejected drafts (kv_draft_token) and every other slot the request's
+ * own token: the block bytes of a step that rolled drafts back, and of the
+ * steps after it until those slots are computed again. lo >= hi: the
+ * plain block digest. */
+uint64_t kv_block_digest_drafts(const kv_tokens *t, uint32_t pos, uint32_t block_size, uint32_t n_tokens,
+                                uint32_t lo, uint32_t hi);
 /* Gives the memo position pos's digest, computed elsewhere. */
 void kv_digest_memo_put(kv_digest_memo *m, uint32_t pos, uint64_t digest);
 /* A recurrent (mamba-like) group's state block holds the bytes of a state

@@ -30,8 +30,9 @@
  * Of the request object (kv_req_invariants, asserted after every transition
  * the setter makes, and by the engine's own invariant for every live slot):
  *   R1 its status is one of the diagram's (< KV_RS_COUNT);
- *   R2 0 < prompt_len, and num_computed <= prompt_len + num_output (KV is
- *      never ahead of the tokens);
+ *   R2 0 < prompt_len, and num_computed <= prompt_len + num_output +
+ *      num_spec (KV is never ahead of the tokens and the drafts of the step
+ *      in flight), num_spec <= KV_SPEC_MAX;
  *   R3 num_output <= max_tokens (a request at max_tokens finishes);
  *   R4 its block table has n_groups <= KV_GROUPS_MAX and n[g] <=
  *      KV_REQ_BLOCKS_MAX in every group.
@@ -67,9 +68,10 @@ bool kv_req_edge_ok(kv_req_status from, kv_req_status to) {
 
 bool kv_req_invariants(const kv_env *env, uint32_t engine, const kv_req *r) {
     if (!REQ_ASSERT(r->status < KV_RS_COUNT, "request %u: status %u", r->id, r->status)) return false;
-    if (!REQ_ASSERT(r->prompt_len > 0 && r->num_computed <= kv_req_num_tokens(r),
-                    "request %u (%s): num_computed %u, prompt_len %u + num_output %u", r->id,
-                    kv_req_status_name((kv_req_status)r->status), r->num_computed, r->prompt_len, r->num_output))
+    if (!REQ_ASSERT(r->prompt_len > 0 && r->num_spec <= KV_SPEC_MAX && r->num_computed <= kv_req_num_tokens(r) + r->num_spec,
+                    "request %u (%s): num_computed %u, prompt_len %u + num_output %u + drafts %u", r->id,
+                    kv_req_status_name((kv_req_status)r->status), r->num_computed, r->prompt_len, r->num_output,
+                    r->num_spec))
         return false;
     if (!REQ_ASSERT(r->num_output <= r->max_tokens, "request %u (%s): num_output %u > max_tokens %u", r->id,
                     kv_req_status_name((kv_req_status)r->status), r->num_output, r->max_tokens))

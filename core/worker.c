@@ -57,6 +57,31 @@ static uint64_t next_state(kv_worker *w, const kv_step_req *q, uint32_t g, uint3
     return kv_state_advance(&q->tokens, s, q->computed_before, end);
 }
 
+/* Rejected drafts (speculative decoding). The slots the step's rejected
+ * drafts wrote, [accepted end, end), hold their KV, not the request's, and
+ * so do an earlier step's rejected slots that this step starts past (it
+ * does not compute them again: a scheduler that did not roll them back).
+ * The memo gets the digest of every block of the step holding such slots;
+ * the tail remembers them for the next step. A plain step that starts at
+ * or before them computes them again. */
+static void draft_slots(const kv_step_req *q, kv_worker_tail *tl, bool same, kv_digest_memo *dm) {
+    uint32_t bs = dm->block_size, end = q->computed_before + q->num_scheduled, cb = q->computed_before;
+    uint32_t lo = 0, hi = 0;
+    if (q->num_spec) {
+        lo = cb + 1 + kv_spec_accepted(&q->tokens, cb + 1, q->num_spec);
+        hi = end;
+    } else if (same && tl->dlo < tl->dhi) {
+        lo = cb <= tl->dlo ? (end > tl->dlo ? end : tl->dlo) : tl->dlo;
+        hi = cb <= tl->dlo ? tl->dhi : tl->dhi < cb ? tl->dhi : cb;
+    }
+    tl->dlo = lo;
+    tl->dhi = hi;
+    if (lo >= hi) return;
+    for (uint32_t pos = cb / bs; pos < kv_cdiv(end, bs); pos++)
+        if (pos * bs < hi && (pos + 1) * bs > lo) kv_digest_memo_put(dm, pos, kv_block_digest_drafts(&q->tokens, pos, bs, end, lo, hi));
+    tl->run.pos = UINT32_MAX; /* the tail's chain holds real tokens only: start it again */
+}
+
 /* Forward pass: rewrite every block the step's tokens touched. */
 static void forward(kv_worker *w, const kv_step *st) {
     uint32_t bs = w->cfg.block_size;
@@ -74,6 +99,7 @@ static void forward(kv_worker *w, const kv_step *st) {
         bool same = tl->used && tl->id == q->id && tl->tokens.token_seed == q->tokens.token_seed &&
                     tl->tokens.prefix_group == q->tokens.prefix_group && tl->tokens.prefix_len == q->tokens.prefix_len;
         kv_digest_memo_put(&dm, last - 1, kv_block_digest_grow(&q->tokens, last - 1, bs, end, &tl->run, same));
+        draft_slots(q, tl, same, &dm);
         tl->used = true;
         tl->id = q->id;
         tl->tokens = q->tokens;
@@ -108,7 +134,7 @@ static bool step_ok(const kv_worker *w, const kv_step *st) {
     for (uint32_t i = 0; KV_CHECKED && i < st->n_reqs; i++) {
         const kv_step_req *q = &st->req[i];
         if (!KV_ASSERT_CHECKED(w->env, w->cfg.index, q->blocks.n_groups == w->cfg.n_groups && q->num_scheduled > 0 &&
-                              q->computed_before + q->num_scheduled <= q->num_tokens &&
+                              q->num_spec < q->num_scheduled && q->computed_before + q->num_scheduled <= q->num_tokens + q->num_spec &&
                               kv_cdiv(q->computed_before + q->num_scheduled, w->cfg.block_size) <= q->blocks.n[0],
                        "engine %u rank %u worker: step %llu request %u: %u groups, [%u, +%u) of %u tokens, %u blocks",
                        w->cfg.index, w->rank, (unsigned long long)st->step_no, q->id, q->blocks.n_groups,

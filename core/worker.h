@@ -18,6 +18,7 @@ typedef struct kv_worker_tail {
     uint32_t id;
     kv_tokens tokens;
     kv_digest_run run;
+    uint32_t dlo, dhi;  /* slots [dlo, dhi) of the request hold rejected drafts' KV (none: dlo >= dhi) */
 } kv_worker_tail;
 
 struct kv_worker {

@@ -40,6 +40,7 @@ void sim_check_begin(sim_check *c, const sim_check_view *v) {
     memset(c->req, 0, chk_n_reqs(c) * sizeof c->req[0]);
     c->n_held = 0;
     c->first_token_checks = 0;
+    c->decode_checks = 0;
     c->next_deadline_ns = UINT64_MAX;
     c->store_evictions = 0;
     if (v->proxy->actor < SIM_ACTORS_MAX) c->actor[v->proxy->actor].role = CHK_ACTOR_PROXY;

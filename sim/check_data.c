@@ -21,7 +21,18 @@
  * wrote the step's tokens: the state a model's attention would read.
  *
  * Non-vacuity: each request that ended ok had its first token checked on D;
- * a run where requests ended ok and none was checked fails. */
+ * a run where requests ended ok and none was checked fails.
+ *
+ * Speculative decoding: on an engine that takes drafts, every decode step
+ * is checked too, after its forward pass: the block holding the request's
+ * last token before the step and every block the step wrote hold the
+ * request's own tokens up to what the step keeps (its last token and the
+ * accepted drafts, kv_spec_accepted) and the rejected drafts' tokens
+ * (kv_draft_token) in the slots after it, no more and no less. A scheduler
+ * that keeps a rejected draft's slot as computed (its next step starts past
+ * it, so its KV is never computed again), or one that computes too much or
+ * too little, shows here. Such a run with drafts scheduled and no decode
+ * step checked fails. */
 #include "sim/check_int.h"
 
 #include "core/worker.h"
@@ -105,6 +116,33 @@ static void check_req(sim_check *c, kv_worker *w, uint32_t engine, const kv_step
     }
 }
 
+static void check_decode(sim_check *c, kv_worker *w, uint32_t engine, const kv_step_req *q) {
+    const kv_engine_cfg *cfg = &w->cfg;
+    uint32_t bs = cfg->block_size, cb = q->computed_before, end = cb + q->num_scheduled;
+    uint32_t keep = q->num_spec ? cb + 1 + kv_spec_accepted(&q->tokens, cb + 1, q->num_spec) : end;
+    uint32_t last = kv_cdiv(end, bs);
+    c->v.res->armed[KV_INV_DATA]++;
+    c->decode_checks++;
+    for (uint32_t g = 0; g < cfg->n_groups; g++) {
+        uint32_t from = first_read(cfg, g, end, last), lo = (cb - 1) / bs;
+        for (uint32_t pos = from > lo ? from : lo; pos < last; pos++) {
+            uint32_t id = pos < q->blocks.n[g] ? q->blocks.id[g][pos] : KV_NULL_BLOCK;
+            const char *what = NULL;
+            if (id == KV_NULL_BLOCK || id >= w->capacity) what = "has no block";
+            else if (!ref_block_ok(kv_worker_kv(w, g, id), kv_block_digest_drafts(&q->tokens, pos, bs, end, keep, end), g,
+                                   w->head_lo, w->head_hi, cfg->head_bytes))
+                what = "holds the wrong bytes";
+            if (!what) continue;
+            kv_violate(c->v.env, KV_INV_DATA, engine, q->id,
+                       "decode step of request %u on engine %u rank %u ([%u, %u), %u drafts, %u kept): group %u (%s) "
+                       "position %u %s (block %u)",
+                       q->id, engine, w->rank, cb, end, q->num_spec, keep - cb, g, group_kind(cfg->group[g].kind), pos,
+                       what, id);
+            return;
+        }
+    }
+}
+
 void chk_data_execute(sim_check *c, uint32_t engine, uint32_t rank, const kv_msg *m) {
     if (m->len < sizeof(kv_m_execute)) return;
     const kv_step *st = ((const kv_m_execute *)m->payload)->step;
@@ -114,6 +152,9 @@ void chk_data_execute(sim_check *c, uint32_t engine, uint32_t rank, const kv_msg
         const kv_step_req *q = &st->req[i];
         if (!q->num_scheduled || q->computed_before + q->num_scheduled < q->num_tokens || q->id >= chk_n_reqs(c))
             continue;
+        if (w->cfg.num_spec && q->computed_before && q->num_scheduled - q->num_spec == 1u &&
+            q->computed_before + 1u == q->num_tokens)
+            check_decode(c, w, engine, q);
         uint8_t *done = &c->req[q->id].data_ranks[side];
         if (*done >> rank & 1u) continue;
         *done |= (uint8_t)(1u << rank);
@@ -123,6 +164,12 @@ void chk_data_execute(sim_check *c, uint32_t engine, uint32_t rank, const kv_msg
 
 void chk_data_end(sim_check *c) {
     const kv_proxy *p = c->v.proxy;
+    uint64_t drafts = 0;
+    for (uint32_t i = 0; i < c->v.n_eng; i++) drafts += c->v.eng[i]->stats.drafts;
+    if (drafts && !c->decode_checks)
+        kv_violate(c->v.env, KV_INV_DATA, KV_REQ_NONE, KV_REQ_NONE,
+                   "%llu draft tokens were scheduled and no decode step was checked (the check never armed)",
+                   (unsigned long long)drafts);
     if (p->ok && !c->first_token_checks)
         kv_violate(c->v.env, KV_INV_DATA, KV_REQ_NONE, KV_REQ_NONE,
                    "%llu requests ended ok and no first token was checked (the check never armed)",

@@ -90,6 +90,7 @@ struct sim_check {
     uint32_t n_held;
     uint64_t next_deadline_ns;   /* earliest hold deadline among held (UINT64_MAX: none) */
     uint64_t first_token_checks; /* requests x ranks whose first token was checked */
+    uint64_t decode_checks;      /* decode steps checked on engines that take drafts */
     uint64_t store_evictions;    /* the store's eviction count at its last event */
     /* INV-CACHE's model (check_cache.c) */
     uint32_t cache_have[KV_ENGINES_MAX][CHK_CACHE_GROUPS]; /* longest prefix a request finished ok with */

@@ -242,6 +242,18 @@ static void gen_store_lookups(sim_choice *c, sim_world_cfg *cfg) {
     cfg->store_lookup_off = sim_choice_below(c, 16) == 0;
 }
 
+/* Speculative decoding in one run of four without a recurrent group: 1-4
+ * draft tokens per decode step on every engine (D's decode, and every
+ * engine of a store-only run), so drafts take blocks at block ends, roll
+ * back, and meet preemption, prefix caching and the store's saves. Drawn
+ * last, after gen_store_lookups. */
+static void gen_spec(sim_choice *c, sim_world_cfg *cfg) {
+    if (sim_choice_below(c, 4) != 0) return;
+    for (uint32_t g = 0; g < cfg->n_groups; g++)
+        if (cfg->group[g].kind == KV_GROUP_MAMBA) return;
+    cfg->num_spec = pick(c, 1, KV_SPEC_MAX);
+}
+
 /* The defaults, with every later draw from one stream seeded by (seed, salt). */
 static void gen_begin(sim_choice *c, uint64_t seed, uint64_t salt, uint32_t bugs, sim_world_cfg *cfg) {
     sim_choice_init(c, NULL, 0, sim_mix64(seed ^ salt));
@@ -266,6 +278,7 @@ static uint32_t gen_mixed(uint64_t seed, uint64_t salt, uint32_t bugs, sim_world
     gen_timeouts(&c, cfg);
     gen_tail_hits(&c, cfg);
     gen_store_lookups(&c, cfg);
+    gen_spec(&c, cfg);
     sim_cfg_searchable(cfg);
     return swarm;
 }

@@ -58,6 +58,7 @@ static const uint8_t magic_v3[4] = {'K', 'V', 'S', 3};
 static const uint8_t magic_v4[4] = {'K', 'V', 'S', 4};
 static const uint8_t magic_v5[4] = {'K', 'V', 'S', 5};
 static const uint8_t magic_v6[4] = {'K', 'V', 'S', 6};
+static const uint8_t magic_v7[4] = {'K', 'V', 'S', 7};
 static const uint32_t tp_set[3] = {1, 2, 4};
 static const uint32_t block_set[4] = {4, 8, 16, 32};
 
@@ -121,6 +122,14 @@ static void clamp_head(sim_world_cfg *c) {
     c->head_bytes = h < hi ? h : hi;
 }
 
+/* Drafts 0..KV_SPEC_MAX (mod), none with a recurrent group (an engine
+ * refuses the two together). */
+static void clamp_spec(sim_world_cfg *c) {
+    c->num_spec %= KV_SPEC_MAX + 1u;
+    for (uint32_t g = 0; g < c->n_groups; g++)
+        if (c->group[g].kind == KV_GROUP_MAMBA) c->num_spec = 0;
+}
+
 static void clamp_groups(sim_world_cfg *c) {
     c->n_groups = fit_u32(c->n_groups, 1, KV_GROUPS_MAX);
     for (uint32_t g = 0; g < KV_GROUPS_MAX; g++) {
@@ -167,6 +176,7 @@ void sim_scenario_clamp(sim_scenario *s) {
     clamp_topology(c);
     clamp_groups(c);
     clamp_head(c);
+    clamp_spec(c);
     c->n_reqs = fit_u32(c->n_reqs, 0, SIM_REQS_MAX);
     for (uint32_t i = 0; i < SIM_REQS_MAX; i++) {
         if (i < c->n_reqs) clamp_req(&c->req[i], c);
@@ -209,7 +219,7 @@ static bool head_equal(const sim_world_cfg *a, const sim_world_cfg *b) {
            a->bugs == b->bugs && a->n_reqs == b->n_reqs && a->n_faults == b->n_faults &&
            a->choice_len == b->choice_len && a->live_bound_ns == b->live_bound_ns && a->conn_p == b->conn_p &&
            a->conn_d == b->conn_d && a->store_capacity == b->store_capacity && a->head_bytes == b->head_bytes &&
-           a->store_lookup_off == b->store_lookup_off;
+           a->store_lookup_off == b->store_lookup_off && a->num_spec == b->num_spec;
 }
 
 bool sim_scenario_equal(const sim_scenario *a, const sim_scenario *b) {
@@ -259,7 +269,7 @@ static uint32_t rd_u8(rd *r, uint32_t def) { return (uint32_t)rd_uint(r, 1, def)
 static uint32_t rd_u16(rd *r, uint32_t def) { return (uint32_t)rd_uint(r, 2, def); }
 static uint64_t rd_u64(rd *r, uint64_t def) { return rd_uint(r, 8, def); }
 
-static void rd_fixed(rd *r, sim_world_cfg *c, bool v1, bool v5, bool v7) {
+static void rd_fixed(rd *r, sim_world_cfg *c, bool v1, bool v5, bool v7, bool v8) {
     c->seed = rd_u64(r, c->seed);
     c->n_p = rd_u8(r, c->n_p);
     c->n_d = rd_u8(r, c->n_d);
@@ -285,6 +295,7 @@ static void rd_fixed(rd *r, sim_world_cfg *c, bool v1, bool v5, bool v7) {
     c->store_capacity = rd_u16(r, c->store_capacity);
     if (v5) c->head_bytes = rd_u16(r, c->head_bytes);
     if (v7) c->store_lookup_off = (rd_u8(r, c->store_lookup_off ? 1u : 0u) & 1u) != 0;
+    if (v8) c->num_spec = rd_u8(r, c->num_spec);
 }
 
 static void rd_req(rd *r, sim_req_plan *q) {
@@ -325,13 +336,14 @@ void sim_scenario_from_bytes(const uint8_t *buf, size_t len, sim_scenario *out) 
     bool v4 = r.len >= sizeof magic_v4 && memcmp(buf, magic_v4, sizeof magic_v4) == 0;
     bool v5 = r.len >= sizeof magic_v5 && memcmp(buf, magic_v5, sizeof magic_v5) == 0;
     bool v6 = r.len >= sizeof magic_v6 && memcmp(buf, magic_v6, sizeof magic_v6) == 0;
-    bool v7 = r.len >= sizeof magic && memcmp(buf, magic, sizeof magic) == 0;
-    if (v1 || v2 || v3 || v4 || v5 || v6 || v7) r.pos = sizeof magic;
-    rd_fixed(&r, &out->cfg, v1, v5 || v6 || v7, v7);
+    bool v7 = r.len >= sizeof magic_v7 && memcmp(buf, magic_v7, sizeof magic_v7) == 0;
+    bool v8 = r.len >= sizeof magic && memcmp(buf, magic, sizeof magic) == 0;
+    if (v1 || v2 || v3 || v4 || v5 || v6 || v7 || v8) r.pos = sizeof magic;
+    rd_fixed(&r, &out->cfg, v1, v5 || v6 || v7 || v8, v7 || v8, v8);
     /* each version's fault kinds only behind its magic (or a later one):
      * every older input (magic-less ones too) decodes as it always did */
     rd_lists(&r, &out->cfg,
-             v7   ? SIM_F_KIND_COUNT - 1u
+             v7 || v8 ? SIM_F_KIND_COUNT - 1u
              : v6 ? SIM_F_KIND_COUNT_V6 - 1u
              : v5 ? SIM_F_KIND_COUNT_V5 - 1u
              : v4 ? SIM_F_KIND_COUNT_V4 - 1u
@@ -382,6 +394,7 @@ static void wr_fixed(wr *w, const sim_world_cfg *c) {
     wr_uint(w, c->store_capacity, 2);
     wr_uint(w, c->head_bytes, 2);
     wr_uint(w, c->store_lookup_off ? 1u : 0u, 1);
+    wr_uint(w, c->num_spec, 1);
 }
 
 static void wr_req(wr *w, const sim_req_plan *q) {
@@ -451,10 +464,11 @@ static void tw_head(tw *w, const sim_world_cfg *c) {
     tw_printf(w, "kvs %u\nseed %llu\n", SIM_SCENARIO_VERSION, (unsigned long long)c->seed);
     tw_printf(w,
               "topology p=%u d=%u tp_p=%u tp_d=%u block=%u pool_p=%u pool_d=%u policy=%s prefix_cache=%u conn_p=%s "
-              "conn_d=%s store=%u head=%u lookup=%u\n",
+              "conn_d=%s store=%u head=%u lookup=%u spec=%u\n",
               c->n_p, c->n_d, c->tp_p, c->tp_d, c->block_size, c->pool_blocks_p, c->pool_blocks_d,
               policy_name(c->policy), c->prefix_caching ? 1u : 0u, kv_conn_kind_name(c->conn_p),
-              kv_conn_kind_name(c->conn_d), c->store_capacity, c->head_bytes, c->store_lookup_off ? 0u : 1u);
+              kv_conn_kind_name(c->conn_d), c->store_capacity, c->head_bytes, c->store_lookup_off ? 0u : 1u,
+              c->num_spec);
     for (uint32_t g = 0; g < c->n_groups; g++) {
         if (c->group[g].kind == KV_GROUP_SLIDING) tw_printf(w, "group sliding window=%u\n", c->group[g].window);
         else tw_printf(w, "group %s\n", group_kind_name(c->group[g].kind));
@@ -579,7 +593,7 @@ static kv_status no_more_tokens(pctx *c, const char *dir) {
 /* ---- text: key=value lists ---------------------------------------------------- */
 
 #define KEY_POW2 1u
-#define KEYS_MAX 14u
+#define KEYS_MAX 15u
 
 typedef struct keydef {
     const char *name;
@@ -674,7 +688,7 @@ static kv_status d_seed(pctx *c, const tok *d) {
 
 static const char *conn_name(uint32_t v) { return kv_conn_kind_name(v); }
 
-enum { T_P, T_D, T_TP_P, T_TP_D, T_BLOCK, T_POOL_P, T_POOL_D, T_POLICY, T_PREFIX, T_CONN_P, T_CONN_D, T_STORE, T_HEAD, T_LOOKUP, T_N };
+enum { T_P, T_D, T_TP_P, T_TP_D, T_BLOCK, T_POOL_P, T_POOL_D, T_POLICY, T_PREFIX, T_CONN_P, T_CONN_D, T_STORE, T_HEAD, T_LOOKUP, T_SPEC, T_N };
 static const keydef topology_keys[T_N] = {
     [T_P] = {"p", 1, SIDE_MAX, 0, NULL, NULL},
     [T_D] = {"d", 1, SIDE_MAX, 0, NULL, NULL},
@@ -690,6 +704,7 @@ static const keydef topology_keys[T_N] = {
     [T_STORE] = {"store", STORE_MIN, STORE_MAX, 0, NULL, NULL},
     [T_HEAD] = {"head", HEAD_MIN, HEAD_MAX, KEY_POW2, NULL, NULL},
     [T_LOOKUP] = {"lookup", 0, 1, 0, NULL, NULL},
+    [T_SPEC] = {"spec", 0, KV_SPEC_MAX, 0, NULL, NULL},
 };
 
 static kv_status d_topology(pctx *c, const tok *d) {
@@ -701,7 +716,7 @@ static kv_status d_topology(pctx *c, const tok *d) {
                       [T_BLOCK] = w->block_size, [T_POOL_P] = w->pool_blocks_p, [T_POOL_D] = w->pool_blocks_d,
                       [T_POLICY] = w->policy, [T_PREFIX] = w->prefix_caching ? 1u : 0u, [T_CONN_P] = w->conn_p,
                       [T_CONN_D] = w->conn_d, [T_STORE] = w->store_capacity, [T_HEAD] = w->head_bytes,
-                      [T_LOOKUP] = w->store_lookup_off ? 0u : 1u}};
+                      [T_LOOKUP] = w->store_lookup_off ? 0u : 1u, [T_SPEC] = w->num_spec}};
     kv_status st = parse_keys(c, "topology", topology_keys, T_N, &kv);
     if (st != KV_OK) return st;
     w->n_p = (uint32_t)kv.v[T_P];
@@ -718,6 +733,11 @@ static kv_status d_topology(pctx *c, const tok *d) {
     w->store_capacity = (uint32_t)kv.v[T_STORE];
     w->head_bytes = (uint32_t)kv.v[T_HEAD];
     w->store_lookup_off = kv.v[T_LOOKUP] == 0;
+    w->num_spec = (uint32_t)kv.v[T_SPEC];
+    for (uint32_t g = 0; c->seen_group && g < w->n_groups && w->num_spec; g++)
+        if (w->group[g].kind == KV_GROUP_MAMBA)
+            return fail(c, KV_EINVAL, d->col, "spec=%u with a mamba group: an engine with a recurrent group takes no "
+                        "drafts (spec=0)", w->num_spec);
     if (w->head_bytes > sim_head_bytes_max(w))
         return fail(c, KV_EINVAL, d->col,
                     "head=%u is more than this topology holds (%u: one rank's block is at most %u bytes, %u with a "
@@ -747,6 +767,9 @@ static kv_status d_group(pctx *c, const tok *d) {
     if (kind < 0) return fail(c, KV_EINVAL, t.col, "unknown group kind '%s'", show(b, sizeof b, t.s, t.len));
     if (w->n_groups == 0 && kind != KV_GROUP_FULL)
         return fail(c, KV_EINVAL, t.col, "first group must be full, got '%s'", group_kind_name((uint32_t)kind));
+    if (kind == KV_GROUP_MAMBA && w->num_spec)
+        return fail(c, KV_EINVAL, t.col, "group mamba with topology spec=%u: an engine with a recurrent group takes no "
+                    "drafts (spec=0)", w->num_spec);
     kvals kv = {.v = {WINDOW_DEFAULT}};
     bool sliding = kind == KV_GROUP_SLIDING;
     kv_status st = parse_keys(c, sliding ? "group sliding" : "group", window_key, sliding ? 1u : 0u, &kv);

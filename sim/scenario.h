@@ -47,12 +47,14 @@
  *            0x03 (version 3) maps them into 1..13; "KVS" 0x04 (version
  *            4) maps them into 1..14 and has no head_bytes (8); "KVS" 0x05
  *            (version 5) maps them into 1..15; "KVS" 0x06 (version 6) into
- *            1..16 and has no lookup switch (on). A magic-less input decodes
+ *            1..16 and has no lookup switch (on); "KVS" 0x07 (version 7)
+ *            has no draft count (0). A magic-less input decodes
  *            as version 2 too; only inputs of a version reach the kinds and
  *            fields added in it (3: peer_crash, 4: peer_hang, 5: head_bytes
  *            and abort_on_kv, 6: store_crash, 7: store_lookup_off and
- *            store_exists_fail).
- *   fixed part (67 bytes from version 7; 66 in versions 5 and 6; 64 before):
+ *            store_exists_fail, 8: num_spec).
+ *   fixed part (68 bytes from version 8; 67 in version 7; 66 in versions 5
+ *   and 6; 64 before):
  *     u64 seed
  *     u8 n_p, u8 n_d, u8 tp_p, u8 tp_d, u8 block_size
  *     u16 pool_blocks_p, u16 pool_blocks_d
@@ -63,6 +65,8 @@
  *     (version 2) u8 conn_p, u8 conn_d, u16 store_capacity
  *     (version 5) u16 head_bytes
  *     (version 7) u8 store_lookup_off (bit 0; the rest ignored)
+ *     (version 8) u8 num_spec (draft tokens per decode step, mod 5; 0 with
+ *                 a recurrent group)
  *   u16 n_reqs, then n_reqs x 18 bytes:
  *     u64 at_ns, u8 p_engine, u8 d_engine, u16 prompt_len, u8 max_tokens,
  *     u8 prefix_group, u16 prefix_len, u8 sequential, u8 d_extra_tokens
@@ -90,7 +94,7 @@
 #include "kvconn/status.h"
 #include "sim/world.h"
 
-#define SIM_SCENARIO_VERSION 7u
+#define SIM_SCENARIO_VERSION 8u
 /* The largest live_bound_ns a scenario holds: above the longest bound
  * sim_cfg_searchable derives, (600 s + 600 s + 1 s) x (256 + 4) requests. */
 #define SIM_LIVE_BOUND_MAX_S 1000000 /* a plain literal: messages print it (SIM_STR) */
@@ -108,7 +112,8 @@ uint32_t sim_head_bytes_max(const sim_world_cfg *c);
 #define SIM_SCENARIO_FILE_MAX (1u << 20)
 /* Enough for to_text / to_bytes of any clamped scenario. */
 #define SIM_SCENARIO_TEXT_MAX 65536u
-#define SIM_SCENARIO_FIXED_BYTES 67u    /* version 7 */
+#define SIM_SCENARIO_FIXED_BYTES 68u    /* version 8 */
+#define SIM_SCENARIO_FIXED_BYTES_V7 67u /* version 7 */
 #define SIM_SCENARIO_FIXED_BYTES_V5 66u /* versions 5 and 6 */
 #define SIM_SCENARIO_FIXED_BYTES_V2 64u /* versions 2-4 (and magic-less inputs) */
 #define SIM_SCENARIO_REQ_BYTES 18u

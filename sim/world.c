@@ -588,6 +588,7 @@ static kv_engine_cfg engine_cfg(const sim_world *w, uint32_t i) {
         .prefix_caching = c->prefix_caching, .step_ns_base = 2000000, .step_ns_per_token = 20000,
         .idle_poll_ns = 5000000, .abort_timeout_ns = c->abort_timeout_ns,
         .recv_timeout_ns = c->recv_timeout_ns, .bugs = c->bugs, .store_lookup_off = c->store_lookup_off,
+        .num_spec = c->num_spec,
         .proxy_actor = w->proxy->actor, .bootstrap_actor = w->boot->actor};
     memcpy(e.group, c->group, sizeof e.group);
     if (w->store) e.store_addr = *sim_store_addr(w->store);
@@ -1027,6 +1028,8 @@ static void count_reach(const sim_world *w, sim_result *out) {
         const kv_engine *e = w->all_eng[i];
         out->reach[SIM_R_ABORT_AFTER_RECV] += e->stats.aborts_after_recv;
         out->reach[SIM_R_RESUMED_HIT] += e->stats.resumed_hits;
+        out->reach[SIM_R_DRAFTS] += e->stats.drafts;
+        out->reach[SIM_R_DRAFTS_REJECTED] += e->stats.drafts - e->stats.drafts_accepted;
         out->reach[SIM_R_SAVER_PREEMPTED] +=
             e->cfg.role == KV_ROLE_PRODUCER && kv_conn_kind_has_store(e->conn_kind) ? e->stats.preemptions : 0;
     }
@@ -1047,7 +1050,9 @@ const char *sim_reach_name(uint32_t r) {
         [SIM_R_EXISTS_FAILED] = "store EXIST calls failed",
         [SIM_R_LOOKUP_OFF] = "store lookups off (runs)",
         [SIM_R_SAVER_PREEMPTED] = "preemptions on a P that saves to the store",
-        [SIM_R_RESUMED_HIT] = "preempted requests resumed from a hit or a load"};
+        [SIM_R_RESUMED_HIT] = "preempted requests resumed from a hit or a load",
+        [SIM_R_DRAFTS] = "draft tokens scheduled (speculative decoding)",
+        [SIM_R_DRAFTS_REJECTED] = "draft tokens rejected and rolled back"};
     return r < SIM_R_COUNT ? names[r] : "?";
 }
 

@@ -117,6 +117,9 @@ typedef struct sim_world_cfg {
     bool store_lookup_off;    /* the store connectors never look the store up (vLLM's
                                * enable_lookup = false): no store hit, saves as before
                                * (scenario format version 7; on before) */
+    uint32_t num_spec;        /* speculative decoding: draft tokens per decode step on every
+                               * engine, 0..KV_SPEC_MAX; 0 with a recurrent group (scenario
+                               * format version 8; 0 before) */
     uint32_t n_reqs;
     sim_req_plan req[SIM_REQS_MAX];
     uint32_t n_faults;
@@ -151,6 +154,8 @@ typedef enum sim_reach {
     SIM_R_LOOKUP_OFF,        /* runs with a store connector and its lookups off */
     SIM_R_SAVER_PREEMPTED,   /* preemptions on an engine whose connector saves to the store (P) */
     SIM_R_RESUMED_HIT,       /* preempted requests that resumed from a local or external hit */
+    SIM_R_DRAFTS,            /* draft tokens scheduled (speculative decoding) */
+    SIM_R_DRAFTS_REJECTED,   /* of those, rejected and rolled back */
     SIM_R_COUNT
 } sim_reach;
 const char *sim_reach_name(uint32_t r);

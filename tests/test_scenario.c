@@ -118,10 +118,10 @@ Test(scenario, default_round_trip) {
     check_fixed_points(&sa, "default");
     size_t tl;
     to_text(&sa, text_a, &tl);
-    cr_assert(strncmp(text_a, "kvs 7\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
-                              "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024 head=8 lookup=1\ngroup full\n",
-                      strlen("kvs 7\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
-                             "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024 head=8 lookup=1\ngroup full\n")) == 0,
+    cr_assert(strncmp(text_a, "kvs 8\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
+                              "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024 head=8 lookup=1 spec=0\ngroup full\n",
+                      strlen("kvs 8\nseed 1\ntopology p=1 d=1 tp_p=1 tp_d=1 block=16 pool_p=128 pool_d=128 "
+                             "policy=fail prefix_cache=0 conn_p=p2p conn_d=p2p store=1024 head=8 lookup=1 spec=0\ngroup full\n")) == 0,
               "default text:\n%s", text_a);
     /* The empty input decodes to the defaults. */
     sim_scenario_from_bytes(NULL, 0, &sb);
@@ -229,9 +229,9 @@ static const err_case err_cases[] = {
     {"kvs 1\nreq at=\n", KV_EINVAL, 2, 5, "expected integer after 'at='"},
     {"kvs 1\nreq at=-1\n", KV_EINVAL, 2, 5, "expected integer after 'at='"},
     {"kvs 1\nreq at=99999999999999999999\n", KV_EINVAL, 2, 5, "does not fit in 64 bits"},
-    {"seed 1\nkvs 1\n", KV_EINVAL, 1, 1, "expected 'kvs 7' as the first directive, got 'seed'"},
-    {"", KV_EINVAL, 1, 1, "missing 'kvs 7' header"},
-    {"# only a comment\n\n", KV_EINVAL, 1, 1, "missing 'kvs 7' header"},
+    {"seed 1\nkvs 1\n", KV_EINVAL, 1, 1, "expected 'kvs 8' as the first directive, got 'seed'"},
+    {"", KV_EINVAL, 1, 1, "missing 'kvs 8' header"},
+    {"# only a comment\n\n", KV_EINVAL, 1, 1, "missing 'kvs 8' header"},
     {"kvs 2\ntopology conn_p=multi(p2p,nixl)\n", KV_EINVAL, 2, 10, "unknown connector 'multi(p2p,nixl)'"},
     {"kvs 2\ntopology store=8\n", KV_EINVAL, 2, 10, "store=8 out of range 16..4096"},
     {"kvs\n", KV_EINVAL, 1, 1, "expected version after 'kvs'"},
@@ -278,7 +278,7 @@ static const err_case err_cases[] = {
     {"kvs 1\ngroup full\ngroup mamba\ngroup mamba\ngroup mamba\ngroup mamba\ngroup mamba\n", KV_EINVAL, 7, 1,
      "too many group directives (max 5)"},
     {"kvs 1\nfault kind=abort target=65536\n", KV_EINVAL, 2, 18, "target=65536 out of range 0..65535"},
-    {"kvs 8\n", KV_EVERSION, 1, 5, "scenario format version 8 is not supported (this build reads 1..7)"},
+    {"kvs 9\n", KV_EVERSION, 1, 5, "scenario format version 9 is not supported (this build reads 1..8)"},
 };
 
 static void expect_error(const char *text, size_t len, kv_status want, uint32_t line, uint32_t col, const char *msg) {
@@ -333,8 +333,8 @@ Test(scenario, count_limits) {
 }
 
 Test(scenario, wrong_version) {
-    const char *t = "# header comment\n\n   kvs 8 \nseed 3\n";
-    expect_error(t, strlen(t), KV_EVERSION, 3, 8, "scenario format version 8 is not supported (this build reads 1..7)");
+    const char *t = "# header comment\n\n   kvs 9 \nseed 3\n";
+    expect_error(t, strlen(t), KV_EVERSION, 3, 8, "scenario format version 9 is not supported (this build reads 1..8)");
     t = "kvs 18446744073709551615\n";
     expect_error(t, strlen(t), KV_EVERSION, 1, 5, "version 18446744073709551615 is not supported");
     t = "kvs 0\n";
@@ -430,10 +430,10 @@ Test(scenario, binary_clamp_rules) {
     cr_assert_eq(sa.cfg.n_reqs, 1u);
     cr_assert_eq(sa.cfg.req[0].at_ns, 0u);
     cr_assert(sa.cfg.req[0].prompt_len == 16 && sa.cfg.req[0].max_tokens == 4);
-    /* An input starting "KVS\x08" is not magic: decoded from offset 0. */
-    static const uint8_t v8[] = {'K', 'V', 'S', 8, 0, 0, 0, 0, 1};
-    sim_scenario_from_bytes(v8, sizeof v8, &sa);
-    cr_assert_eq(sa.cfg.seed, 0x0853564bull);
+    /* An input starting "KVS\x09" is not magic: decoded from offset 0. */
+    static const uint8_t v9[] = {'K', 'V', 'S', 9, 0, 0, 0, 0, 1};
+    sim_scenario_from_bytes(v9, sizeof v9, &sa);
+    cr_assert_eq(sa.cfg.seed, 0x0953564bull);
     cr_assert_eq(sa.cfg.n_p, 1u);
     /* "KVS\x01": a version 1 artifact, whose fixed part lacks the connector
      * fields: it decodes as the version 2 bytes with p2p everywhere. */
@@ -473,13 +473,15 @@ Test(scenario, new_kinds_only_behind_their_magic) {
         {"KVS\x04", 15, 1u + 15u % 14u},   {"KVS\x05", 15, SIM_F_ABORT_ON_KV},
         {"KVS\x05", 16, 1u + 16u % 15u},   {"KVS\x06", 16, SIM_F_STORE_CRASH},
         {"KVS\x06", 17, 1u + 17u % 16u},   {"KVS\x07", 16, SIM_F_STORE_CRASH},
-        {"KVS\x07", 17, SIM_F_STORE_EXISTS_FAIL},
+        {"KVS\x07", 17, SIM_F_STORE_EXISTS_FAIL}, {"KVS\x08", 17, SIM_F_STORE_EXISTS_FAIL},
     };
     static sim_scenario s;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bool v8 = cases[i].magic && !memcmp(cases[i].magic, "KVS\x08", 4);
         bool v7 = cases[i].magic && !memcmp(cases[i].magic, "KVS\x07", 4);
-        bool v5 = v7 || (cases[i].magic && (!memcmp(cases[i].magic, "KVS\x05", 4) || !memcmp(cases[i].magic, "KVS\x06", 4)));
-        size_t at = v7   ? SIM_SCENARIO_FIXED_BYTES
+        bool v5 = v7 || v8 || (cases[i].magic && (!memcmp(cases[i].magic, "KVS\x05", 4) || !memcmp(cases[i].magic, "KVS\x06", 4)));
+        size_t at = v8   ? SIM_SCENARIO_FIXED_BYTES
+                    : v7 ? SIM_SCENARIO_FIXED_BYTES_V7
                     : v5 ? SIM_SCENARIO_FIXED_BYTES_V5
                          : SIM_SCENARIO_FIXED_BYTES_V2,
                len = at + 3 + SIM_SCENARIO_FAULT_BYTES;
@@ -500,12 +502,12 @@ Test(scenario, new_kinds_only_behind_their_magic) {
                   s.cfg.fault[0].kind, cases[i].want);
         cr_assert(s.cfg.fault[0].target == 1 && s.cfg.fault[0].arg == 5);
     }
-    /* the canonical form (version 7) keeps the newest kind */
+    /* the canonical form (version 8) keeps the newest kind */
     static uint8_t out[SIM_SCENARIO_BYTES_MAX];
     size_t n = 0;
     cr_assert_eq(s.cfg.fault[0].kind, (uint32_t)SIM_F_STORE_EXISTS_FAIL);
     cr_assert_eq(sim_scenario_to_bytes(&s, out, sizeof out, &n), KV_OK);
-    cr_assert(n >= 4 && memcmp(out, "KVS\x07", 4) == 0);
+    cr_assert(n >= 4 && memcmp(out, "KVS\x08", 4) == 0);
     static sim_scenario back;
     sim_scenario_from_bytes(out, n, &back);
     cr_assert(sim_scenario_equal(&s, &back));
@@ -576,6 +578,45 @@ Test(scenario, store_lookup_switch_only_behind_its_magic) {
     check_fixed_points(&sc, "text lookup=0");
     t = "kvs 7\ntopology lookup=2\n";
     expect_error(t, strlen(t), KV_EINVAL, 2, 10, "lookup=2");
+}
+
+/* Version 8 added speculative decoding's draft count: behind an older magic
+ * the fixed part ends at the lookup switch and no engine takes drafts;
+ * behind "KVS\x08" the byte after it is the count, mod KV_SPEC_MAX + 1,
+ * and 0 with a recurrent group. Text: "spec=0..4" on the topology line
+ * (absent: 0), refused with a mamba group in either order. */
+Test(scenario, draft_count_only_behind_its_magic) {
+    static uint8_t in[4 + SIM_SCENARIO_FIXED_BYTES + 3];
+    memset(in, 0, sizeof in);
+    memcpy(in, "KVS\x07", 4);
+    in[4 + 67] = 3; /* version 7: the first byte of n_reqs, not a count */
+    sim_scenario_from_bytes(in, sizeof in, &sa);
+    cr_assert_eq(sa.cfg.num_spec, 0u);
+    memcpy(in, "KVS\x08", 4);
+    sim_scenario_from_bytes(in, sizeof in, &sb);
+    cr_assert_eq(sb.cfg.num_spec, 3u);
+    expect_valid(&sb, "v8 spec 3");
+    check_fixed_points(&sb, "spec 3");
+    in[4 + 67] = 7; /* 7 mod 5 */
+    sim_scenario_from_bytes(in, sizeof in, &sb);
+    cr_assert_eq(sb.cfg.num_spec, 2u);
+    in[4 + 19] = 2;          /* two groups ... */
+    in[4 + 20 + 3] = 2;      /* ... the second one recurrent (kind 2): no drafts */
+    sim_scenario_from_bytes(in, sizeof in, &sb);
+    cr_assert(sb.cfg.n_groups == 2 && sb.cfg.group[1].kind == KV_GROUP_MAMBA, "groups %u", sb.cfg.n_groups);
+    cr_assert_eq(sb.cfg.num_spec, 0u);
+    parse_ok("kvs 7\ntopology p=2\n", strlen("kvs 7\ntopology p=2\n"), &sc);
+    cr_assert_eq(sc.cfg.num_spec, 0u);
+    const char *t = "kvs 8\ntopology spec=4\ngroup full\ngroup sliding window=8\n";
+    parse_ok(t, strlen(t), &sc);
+    cr_assert_eq(sc.cfg.num_spec, 4u);
+    check_fixed_points(&sc, "text spec=4");
+    t = "kvs 8\ntopology spec=5\n";
+    expect_error(t, strlen(t), KV_EINVAL, 2, 10, "spec=5");
+    t = "kvs 8\ntopology spec=2\ngroup full\ngroup mamba\n";
+    expect_error(t, strlen(t), KV_EINVAL, 4, 7, "group mamba with topology spec=2");
+    t = "kvs 8\ngroup full\ngroup mamba\ntopology spec=1\n";
+    expect_error(t, strlen(t), KV_EINVAL, 4, 1, "spec=1 with a mamba group");
 }
 
 /* Random bytes shaped so the lists and the choice stream are reached too. */

@@ -43,6 +43,8 @@ const char *kv_req_status_name(kv_req_status s);
 static inline bool kv_req_status_finished(kv_req_status s) { return s >= KV_RS_FINISHED_STOPPED; }
 
 /* The engine's request, as connectors see it. Owned by the scheduler actor. */
+#define KV_SPEC_MAX 4u /* draft tokens per decode step at most (speculative decoding) */
+
 typedef struct kv_req {
     uint32_t id;               /* request id (same on P and D) */
     uint32_t status;           /* kv_req_status; changed only by kv_req_set_status */
@@ -50,6 +52,9 @@ typedef struct kv_req {
     uint32_t max_tokens;       /* tokens to generate */
     uint32_t num_computed;     /* tokens whose KV is in the block table */
     uint32_t num_output;       /* tokens generated */
+    uint32_t num_spec;         /* draft tokens of the step in flight (vLLM's spec_token_ids as
+                                * scheduled): counted in num_computed until its output rolls
+                                * the rejected ones back; 0 between steps */
     uint32_t num_preemptions;  /* times preempted */
     uint32_t prefix_group;     /* shared-prefix group (token derivation) */
     uint32_t prefix_len;       /* tokens shared with the group */
