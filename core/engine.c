@@ -399,6 +399,8 @@ static void step_add(kv_engine *e, kv_sched_output *so, kv_sreq *s, uint32_t n, 
     q->num_spec = spec;
     s->r.num_spec = spec;
     e->stats.drafts += spec;
+    e->stats.draft_blocks += spec && kv_cdiv(q->computed_before + n, e->cfg.block_size) >
+                                         kv_cdiv(q->computed_before + n - spec, e->cfg.block_size);
     q->num_tokens = kv_req_num_tokens(&s->r);
     q->tokens = s->tokens;
     s->r.num_computed += n;

@@ -191,6 +191,7 @@ typedef struct kv_engine_stats {
     uint64_t resumed_hits;      /* preempted requests whose re-admission found computed tokens (a local
                                  * prefix hit or a connector's), as vLLM asks again on resume */
     uint64_t drafts, drafts_accepted; /* draft tokens scheduled, and kept (speculative decoding) */
+    uint64_t draft_blocks;    /* steps whose drafts reached into a block past their last token's */
 } kv_engine_stats;
 
 typedef struct kv_worker kv_worker;

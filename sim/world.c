@@ -1030,6 +1030,7 @@ static void count_reach(const sim_world *w, sim_result *out) {
         out->reach[SIM_R_RESUMED_HIT] += e->stats.resumed_hits;
         out->reach[SIM_R_DRAFTS] += e->stats.drafts;
         out->reach[SIM_R_DRAFTS_REJECTED] += e->stats.drafts - e->stats.drafts_accepted;
+        out->reach[SIM_R_DRAFT_BLOCKS] += e->stats.draft_blocks;
         out->reach[SIM_R_SAVER_PREEMPTED] +=
             e->cfg.role == KV_ROLE_PRODUCER && kv_conn_kind_has_store(e->conn_kind) ? e->stats.preemptions : 0;
     }
@@ -1052,7 +1053,8 @@ const char *sim_reach_name(uint32_t r) {
         [SIM_R_SAVER_PREEMPTED] = "preemptions on a P that saves to the store",
         [SIM_R_RESUMED_HIT] = "preempted requests resumed from a hit or a load",
         [SIM_R_DRAFTS] = "draft tokens scheduled (speculative decoding)",
-        [SIM_R_DRAFTS_REJECTED] = "draft tokens rejected and rolled back"};
+        [SIM_R_DRAFTS_REJECTED] = "draft tokens rejected and rolled back",
+        [SIM_R_DRAFT_BLOCKS] = "steps whose drafts took one more block"};
     return r < SIM_R_COUNT ? names[r] : "?";
 }
 

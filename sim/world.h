@@ -156,6 +156,7 @@ typedef enum sim_reach {
     SIM_R_RESUMED_HIT,       /* preempted requests that resumed from a local or external hit */
     SIM_R_DRAFTS,            /* draft tokens scheduled (speculative decoding) */
     SIM_R_DRAFTS_REJECTED,   /* of those, rejected and rolled back */
+    SIM_R_DRAFT_BLOCKS,      /* steps whose drafts reached into a block past their last token's */
     SIM_R_COUNT
 } sim_reach;
 const char *sim_reach_name(uint32_t r);

@@ -79,6 +79,8 @@ static const struct counter {
     ENG(prefix_hit_tokens),
     ENG(aborts_after_recv),
     ENG(resumed_hits),
+    ENG(drafts),
+    ENG(drafts_accepted),
     {"rejected_loads", 0, g_rej},
     {"turned_away", 0, g_away},
     {"store_saves", 0, g_saves},
