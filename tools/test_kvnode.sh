@@ -3,6 +3,8 @@
 #  1. N requests (1000), no faults: every request ok, D verified every block
 #     it received, no load error, and both engines' pools report every block
 #     free at the end (no leak), no invariant violation, every process exits 0;
+#     1c. --spec 3 with 12 tokens a request: D's decode steps take drafts
+#     and roll the rejected back, every request ok, pools clean;
 #  2. 30% of the requests aborted at random moments: every request ends
 #     (ok, error or aborted), both pools drain, no violation. Errors may
 #     happen here: a pull for a request P aborted before it was ready holds
@@ -125,6 +127,17 @@ j=$tmp/staged.json
   fail "staged: D verified too few blocks"
 check_clean staged 0; check_clean staged 1
 echo "  $NS requests with --kvmem staged (P exposes before its sends, D absorbs before it verifies): all ok, pools clean"
+
+# ---- 1c: speculative decoding: D takes drafts, rolls the rejected back --------------
+start spec "--requests $NS --decode-tokens 12" "--spec 3"
+finish spec
+j=$tmp/spec.json
+[ "$(jget "$j" "d['ok']")" = "$NS" ] || fail "spec: $(jget "$j" "d['ok']") of $NS ok"
+[ "$(jget "$j" "d['engines'][1]['drafts'] > d['engines'][1]['drafts_accepted'] > 0")" = True ] ||
+  fail "spec: D took $(jget "$j" "d['engines'][1]['drafts']") drafts, kept $(jget "$j" "d['engines'][1]['drafts_accepted']")"
+[ "$(jget "$j" "d['engines'][0]['drafts']")" = 0 ] || fail "spec: P (one token per request) took drafts"
+check_clean spec 0; check_clean spec 1
+echo "  $NS requests of 12 tokens with --spec 3: all ok, D took $(jget "$j" "d['engines'][1]['drafts']") drafts and kept $(jget "$j" "d['engines'][1]['drafts_accepted']"), pools clean"
 
 # ---- 2: aborts at random phases --------------------------------------------------------
 NA=$(( N < 400 ? N : 400 ))

@@ -89,6 +89,7 @@ static kv_engine_cfg engine_cfg(const kvn_opts *o, uint32_t proxy, uint32_t boot
         .index = o->index, .node = 1 + o->index * (KV_TP_MAX + 1), .role = p ? KV_ROLE_PRODUCER : KV_ROLE_CONSUMER,
         .tp = o->tp, .n_groups = o->groups, .block_size = o->block_size, .pool_blocks = o->pool_blocks,
         .head_bytes = o->head_bytes, .max_batched_tokens = o->max_batched_tokens, .max_running = 32,
+        .num_spec = o->spec,
         .policy = o->policy, .prefix_caching = false, .step_ns_base = (uint64_t)o->step_us * 1000u,
         .step_ns_per_token = 0, .idle_poll_ns = 5000000, .abort_timeout_ns = (uint64_t)o->abort_timeout_ms * 1000000u,
         .recv_timeout_ns = (uint64_t)o->recv_timeout_ms * 1000000u, .peer_share_pct = o->peer_share,

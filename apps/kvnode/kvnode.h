@@ -78,6 +78,7 @@ typedef struct kvn_opts {
     uint32_t prompt_min, prompt_max, decode_tokens;
     bool sequential;
     uint32_t tp, block_size, pool_blocks, head_bytes, max_batched_tokens;
+    uint32_t spec;               /* draft tokens per decode step (speculative decoding), 0..KV_SPEC_MAX */
     uint32_t step_us;        /* model cost of a step */
     uint32_t recv_timeout_ms, abort_timeout_ms;
     uint32_t stats_ms;       /* engines: print live pool accounting this often */

@@ -116,6 +116,8 @@ static void usage(FILE *out) {
           "           (a block holds --head-bytes x 4 heads / tp bytes per group and worker: 64 KiB by default)\n"
           "           --step-us N (0)  --recv-timeout-ms N (10000)  --abort-timeout-ms N (5000)\n"
           "           --policy fail|recompute\n"
+          "           --spec N (0): draft tokens per decode step, 0..4 (speculative decoding: drafts take\n"
+          "           blocks, the rejected ones roll back)\n"
           "  engines: --proxy IP:PORT  --index N (P 0, D 1; with the proxy's --prefills N: P 0..N-1, D N..)\n"
           "           --stats-ms N (live pool accounting)\n"
           "           --proxy-wait-ms N (30000): when the proxy's link is lost, the engine aborts what that\n"
@@ -185,7 +187,7 @@ static int parse_arg(kvn_opts *o, const char *k, const char *v) {
         {"--prefills", &o->prefills},     {"--decodes", &o->decodes},
         {"--hello-ms", &o->hello_ms},     {"--max-pending", &o->max_pending},
         {"--max-pending-per-addr", &o->max_pending_addr}, {"--peer-share", &o->peer_share},
-        {"--proxy-wait-ms", &o->proxy_wait_ms},
+        {"--proxy-wait-ms", &o->proxy_wait_ms}, {"--spec", &o->spec},
     };
     static const char *const transports[] = {"tcp", "rdma"}, *const kvmems[] = {"host", "staged", "hbm"},
                              *const levels[] = {"debug", "info", "warn", "error"};
@@ -278,6 +280,8 @@ static int check_opts(const kvn_opts *o) {
     if (!o->hello_ms || !o->max_pending || !o->max_pending_addr)
         return fputs("kvnode: --hello-ms, --max-pending and --max-pending-per-addr must be at least 1\n", stderr),
                EXIT_USAGE;
+    if (o->spec > KV_SPEC_MAX)
+        return fprintf(stderr, "kvnode: --spec: %u is not in 0..%u\n", o->spec, KV_SPEC_MAX), EXIT_USAGE;
     if (o->peer_share < 1 || o->peer_share > 100)
         return fprintf(stderr, "kvnode: --peer-share: %u is not in 1..100\n", o->peer_share), EXIT_USAGE;
     bool engine = strcmp(o->role, "prefill") == 0 || strcmp(o->role, "decode") == 0;

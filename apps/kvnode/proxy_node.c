@@ -406,6 +406,8 @@ static void json_engine(kv_json *j, const proxy_node *n, uint32_t e, bool up, co
         kv_json_ku64(j, "mailbox_full", s->rt.full);
         kv_json_ku64(j, "finished", s->st.finished);
         kv_json_ku64(j, "turned_away", s->st.turned_away);
+        kv_json_ku64(j, "drafts", s->st.drafts);
+        kv_json_ku64(j, "drafts_accepted", s->st.drafts_accepted);
     }
     kv_json_end(j);
 }
