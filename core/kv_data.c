@@ -73,15 +73,19 @@ uint32_t kv_draft_token(const kv_tokens *t, uint32_t i) {
     return d != kv_token(t, i) ? d : (d + 1u) % 50000u; /* rejected: never the token itself */
 }
 
+static uint32_t clip(uint32_t v, uint32_t lo, uint32_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
 uint64_t kv_block_digest_drafts(const kv_tokens *t, uint32_t pos, uint32_t block_size, uint32_t n_tokens,
-                                uint32_t lo, uint32_t hi) {
-    uint32_t from = pos * block_size, end = block_end(pos, block_size, n_tokens);
+                                const kv_draft_slots *d) {
+    uint32_t cur = pos * block_size, end = block_end(pos, block_size, n_tokens);
     uint64_t h = 0xcbf29ce484222325ull ^ pos;
-    uint32_t a = lo < from ? from : lo > end ? end : lo, b = hi < a ? a : hi > end ? end : hi;
-    h = chain(t, h, from, a);
-    for (uint32_t i = a; i < b; i++) h = (h ^ kv_draft_token(t, i)) * 0x100000001b3ull;
-    h = chain(t, h, b, end);
-    return digest_of(h, pos, block_size, end);
+    for (uint32_t k = 0; k < d->n && k < 2u; k++) {
+        uint32_t a = clip(d->lo[k], cur, end), b = clip(d->hi[k], a, end);
+        h = chain(t, h, cur, a);
+        for (uint32_t i = a; i < b; i++) h = (h ^ kv_draft_token(t, i)) * 0x100000001b3ull;
+        cur = b;
+    }
+    return digest_of(chain(t, h, cur, end), pos, block_size, end);
 }
 
 static uint64_t hash_of(uint64_t parent, uint64_t digest, uint32_t group) {

@@ -87,13 +87,18 @@ uint64_t kv_block_digest_grow(const kv_tokens *t, uint32_t pos, uint32_t block_s
  * (kv_draft_token); its KV stays in its slot until a later step rewrites it. */
 uint32_t kv_spec_accepted(const kv_tokens *t, uint32_t pos, uint32_t k);
 uint32_t kv_draft_token(const kv_tokens *t, uint32_t i);
-/* Digest of block pos holding tokens up to n_tokens whose slots [lo, hi)
- * hold rejected drafts (kv_draft_token) and every other slot the request's
- * own token: the block bytes of a step that rolled drafts back, and of the
- * steps after it until those slots are computed again. lo >= hi: the
+/* Slots of a request that hold rejected drafts: n (0..2) intervals
+ * [lo[i], hi[i]), in order and apart. */
+typedef struct kv_draft_slots {
+    uint32_t n, lo[2], hi[2];
+} kv_draft_slots;
+/* Digest of block pos holding tokens up to n_tokens whose slots in d hold
+ * rejected drafts (kv_draft_token) and every other slot the request's own
+ * token: the block bytes of a step that rolled drafts back, and of the
+ * steps after it until those slots are computed again. No slots: the
  * plain block digest. */
 uint64_t kv_block_digest_drafts(const kv_tokens *t, uint32_t pos, uint32_t block_size, uint32_t n_tokens,
-                                uint32_t lo, uint32_t hi);
+                                const kv_draft_slots *d);
 /* Gives the memo position pos's digest, computed elsewhere. */
 void kv_digest_memo_put(kv_digest_memo *m, uint32_t pos, uint64_t digest);
 /* A recurrent (mamba-like) group's state block holds the bytes of a state

@@ -64,21 +64,28 @@ static uint64_t next_state(kv_worker *w, const kv_step_req *q, uint32_t g, uint3
  * The memo gets the digest of every block of the step holding such slots;
  * the tail remembers them for the next step. A plain step that starts at
  * or before them computes them again. */
+static void add_slots(kv_draft_slots *d, uint32_t lo, uint32_t hi) {
+    if (lo >= hi) return;
+    d->lo[d->n] = lo;
+    d->hi[d->n++] = hi;
+}
+
 static void draft_slots(const kv_step_req *q, kv_worker_tail *tl, bool same, kv_digest_memo *dm) {
     uint32_t bs = dm->block_size, end = q->computed_before + q->num_scheduled, cb = q->computed_before;
-    uint32_t lo = 0, hi = 0;
-    if (q->num_spec) {
-        lo = cb + 1 + kv_spec_accepted(&q->tokens, cb + 1, q->num_spec);
-        hi = end;
-    } else if (same && tl->dlo < tl->dhi) {
-        lo = cb <= tl->dlo ? (end > tl->dlo ? end : tl->dlo) : tl->dlo;
-        hi = cb <= tl->dlo ? tl->dhi : tl->dhi < cb ? tl->dhi : cb;
-    }
-    tl->dlo = lo;
-    tl->dhi = hi;
-    if (lo >= hi) return;
+    bool had = same && tl->dlo < tl->dhi;
+    kv_draft_slots d = {0};
+    /* an earlier step's drafts this one starts past; its own after what it keeps */
+    if (had && cb > tl->dlo) add_slots(&d, tl->dlo, tl->dhi < cb ? tl->dhi : cb);
+    if (q->num_spec) add_slots(&d, cb + 1 + kv_spec_accepted(&q->tokens, cb + 1, q->num_spec), end);
+    /* a plain step from at or before an earlier step's drafts computes
+     * them again up to its end; the ones past it stay */
+    else if (had && cb <= tl->dlo) add_slots(&d, end > tl->dlo ? end : tl->dlo, tl->dhi);
+    tl->dlo = d.n ? d.lo[d.n - 1] : 0; /* the last interval: the one a next step can meet */
+    tl->dhi = d.n ? d.hi[d.n - 1] : 0;
+    if (!d.n) return;
     for (uint32_t pos = cb / bs; pos < kv_cdiv(end, bs); pos++)
-        if (pos * bs < hi && (pos + 1) * bs > lo) kv_digest_memo_put(dm, pos, kv_block_digest_drafts(&q->tokens, pos, bs, end, lo, hi));
+        if (pos * bs < d.hi[d.n - 1] && (pos + 1) * bs > d.lo[0])
+            kv_digest_memo_put(dm, pos, kv_block_digest_drafts(&q->tokens, pos, bs, end, &d));
     tl->run.pos = UINT32_MAX; /* the tail's chain holds real tokens only: start it again */
 }
 

@@ -121,6 +121,7 @@ static void check_decode(sim_check *c, kv_worker *w, uint32_t engine, const kv_s
     uint32_t bs = cfg->block_size, cb = q->computed_before, end = cb + q->num_scheduled;
     uint32_t keep = q->num_spec ? cb + 1 + kv_spec_accepted(&q->tokens, cb + 1, q->num_spec) : end;
     uint32_t last = kv_cdiv(end, bs);
+    kv_draft_slots drafts = {.n = keep < end, .lo = {keep}, .hi = {end}};
     c->v.res->armed[KV_INV_DATA]++;
     c->decode_checks++;
     for (uint32_t g = 0; g < cfg->n_groups; g++) {
@@ -129,7 +130,7 @@ static void check_decode(sim_check *c, kv_worker *w, uint32_t engine, const kv_s
             uint32_t id = pos < q->blocks.n[g] ? q->blocks.id[g][pos] : KV_NULL_BLOCK;
             const char *what = NULL;
             if (id == KV_NULL_BLOCK || id >= w->capacity) what = "has no block";
-            else if (!ref_block_ok(kv_worker_kv(w, g, id), kv_block_digest_drafts(&q->tokens, pos, bs, end, keep, end), g,
+            else if (!ref_block_ok(kv_worker_kv(w, g, id), kv_block_digest_drafts(&q->tokens, pos, bs, end, &drafts), g,
                                    w->head_lo, w->head_hi, cfg->head_bytes))
                 what = "holds the wrong bytes";
             if (!what) continue;
