@@ -216,6 +216,61 @@ Test(assert_bootstrap, invariants_catch_an_impossible_tp_size) {
     sim_rt_free(rt);
 }
 
+/* A bootstrap_down fault of arg ms makes the service answer "not found"
+ * from the moment it arrives until arg ms later, exclusive: a query at the
+ * last nanosecond of the window misses, one at its end is answered. The
+ * service reads the time from its env, here a clock the test sets. */
+static uint64_t boot_clock;
+static uint64_t boot_now(void *ctx) {
+    (void)ctx;
+    return boot_clock;
+}
+
+static void boot_post_at(sim_rt *rt, uint32_t to, uint64_t at, uint32_t kind, const void *p, uint32_t len) {
+    boot_clock = at;
+    kv_rt_post(sim_rt_iface(rt), to, kind, p, len);
+    for (uint32_t i = 0; i < 16; i++) { /* the message, then its reply */
+        sim_rt_deliver_due(rt);
+        while (sim_rt_run_one(rt)) {}
+        if (sim_rt_next_event(rt) == UINT64_MAX) break;
+        sim_rt_set_now(rt, sim_rt_next_event(rt));
+    }
+}
+
+Test(assert_bootstrap, down_window_ends_at_its_last_nanosecond) {
+    test_env_init(&te);
+    static kv_env env;
+    env = te.env;
+    env.now_ns = boot_now;
+    sim_choice ch;
+    sim_choice_init(&ch, NULL, 0, 3);
+    sim_rt *rt;
+    sim_rt_cfg rc = {.events_max = 64, .arena_bytes = 1 << 16, .lat_min_ns = 0, .lat_max_ns = 0};
+    cr_assert_eq(sim_rt_new(&te.env, &rc, &ch, &rt), KV_OK);
+    kv_bootstrap *b;
+    cr_assert_eq(kv_bootstrap_new(&env, sim_rt_iface(rt), 0, &b), KV_OK);
+    static uint32_t replies;
+    uint32_t client;
+    cr_assert_eq(kv_rt_spawn(sim_rt_iface(rt), "client", 1, sink, &replies, 4096, &client), KV_OK);
+    te.actor = b->actor; /* the test env names the running actor: the bootstrap's own */
+    kv_wire_boot reg = {.engine = 0, .tp_size = 1, .tp_rank = 0};
+    snprintf(reg.addr[0].s, sizeof reg.addr[0].s, "sim:2/0");
+    boot_post_at(rt, b->actor, 1000, KV_M_BOOT_REG, &reg, sizeof reg);
+    kv_m_fault f = {.kind = KV_F_BOOT_DOWN, .arg = 3};
+    boot_post_at(rt, b->actor, 5000000, KV_M_FAULT, &f, sizeof f); /* down until 8 ms */
+    kv_m_boot_query q = {.engine = 0, .reply_to = client};
+    boot_post_at(rt, b->actor, 8000000 - 1, KV_M_BOOT_QUERY, &q, sizeof q);
+    cr_assert(b->queries == 1 && b->misses == 1, "a query at 8 ms - 1 ns: %llu queries, %llu misses",
+              (unsigned long long)b->queries, (unsigned long long)b->misses);
+    boot_post_at(rt, b->actor, 8000000, KV_M_BOOT_QUERY, &q, sizeof q);
+    cr_assert(b->queries == 2 && b->misses == 1, "a query at 8 ms is answered: %llu queries, %llu misses",
+              (unsigned long long)b->queries, (unsigned long long)b->misses);
+    cr_assert_eq(replies, 2);
+    cr_assert_eq(te.n_violations, 0);
+    kv_bootstrap_free(b);
+    sim_rt_free(rt);
+}
+
 /* ---- inside simulated runs ------------------------------------------------------------ */
 
 static sim_world *W;
