@@ -456,7 +456,7 @@ static uint32_t drafts_of(const kv_engine *e, const kv_sreq *s, uint32_t n, uint
     const kv_req *r = &s->r;
     if (!e->cfg.num_spec || n != 1 || !r->num_output || r->num_computed + 1 != kv_req_num_tokens(r)) return 0;
     uint32_t k = e->cfg.num_spec, left = r->max_tokens - r->num_output; /* >= 1: one at max_tokens finished */
-    uint32_t room = KV_REQ_BLOCKS_MAX * e->cfg.block_size - kv_req_num_tokens(r);
+    uint32_t cap = KV_REQ_BLOCKS_MAX * e->cfg.block_size, room = cap > kv_req_num_tokens(r) ? cap - kv_req_num_tokens(r) : 0;
     if (k > left - 1) k = left - 1;
     if (k > budget - 1) k = budget - 1;
     return k < room ? k : room;
