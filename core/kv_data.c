@@ -62,6 +62,10 @@ uint64_t kv_block_digest_grow(const kv_tokens *t, uint32_t pos, uint32_t block_s
     return digest_of(run->h, pos, block_size, end);
 }
 
+const char *kv_simd_name(kv_simd p) {
+    return p == KV_SIMD_SCALAR ? "scalar" : p == KV_SIMD_AVX2 ? "avx2" : p == KV_SIMD_AVX512 ? "avx512" : "?";
+}
+
 uint32_t kv_spec_accepted(const kv_tokens *t, uint32_t pos, uint32_t k) {
     if (!k) return 0;
     uint64_t x = kv_mix64(t->token_seed ^ 0x5bec0000000000ull ^ ((uint64_t)t->prefix_group << 32) ^ pos);
@@ -230,6 +234,7 @@ static kv_simd simd_level(void) {
     int s = atomic_load_explicit(&simd_state, memory_order_relaxed);
     return (kv_simd)((s ? s : simd_detect()) - 1);
 }
+kv_simd kv_simd_used(void) { return simd_level(); }
 kv_simd kv_simd_force(kv_simd want) {
     kv_simd best = kv_simd_best(), use = want < best ? want : best;
     atomic_store_explicit(&simd_state, 1 + (int)use, memory_order_relaxed);
@@ -254,6 +259,7 @@ static uint32_t tokens8_avx512(uint64_t key, uint32_t from, uint32_t *out) {
     return 0;
 }
 kv_simd kv_simd_best(void) { return KV_SIMD_SCALAR; }
+kv_simd kv_simd_used(void) { return KV_SIMD_SCALAR; }
 kv_simd kv_simd_force(kv_simd want) {
     (void)want;
     return KV_SIMD_SCALAR;

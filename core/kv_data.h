@@ -125,6 +125,10 @@ uint64_t kv_group_digest_m(kv_digest_memo *m, uint32_t pos, bool recurrent);
 typedef enum kv_simd { KV_SIMD_SCALAR, KV_SIMD_AVX2, KV_SIMD_AVX512 } kv_simd;
 kv_simd kv_simd_best(void);
 kv_simd kv_simd_force(kv_simd want);
+/* The path the fill and verify take now (kv_simd_best from the program's
+ * load unless a test forced another); "scalar", "avx2", "avx512". */
+kv_simd kv_simd_used(void);
+const char *kv_simd_name(kv_simd p);
 /* Leading blocks of a sliding-window group that hold only tokens outside the
  * window once n_tokens are computed (remove_skipped_blocks frees them). */
 uint32_t kv_sw_dead_blocks(uint32_t n_tokens, uint32_t window, uint32_t block_size);

@@ -490,12 +490,7 @@ static void process_result(kv_p2p_receiver *r, rcv_batch *b, const kv_wire_xfer_
 static void quote_err(kv_p2p_receiver *r, const rcv_batch *b, const kv_wire_xfer_resp *resp) {
     if (!resp->err_msg[0]) return;
     char text[sizeof resp->err_msg];
-    size_t n = 0;
-    for (; n + 1 < sizeof text && resp->err_msg[n]; n++) {
-        unsigned char ch = (unsigned char)resp->err_msg[n];
-        text[n] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
-    }
-    text[n] = 0;
+    kv_wire_printable(resp->err_msg, sizeof resp->err_msg, text, sizeof text);
     kv_logf(RCV_ENV(r), KV_LOG_INFO, "receiver: batch %u rank %u %s: \"%s\"", b->id, resp->p_tp_rank,
             resp->status == KV_XFER_ERROR ? "ERROR" : resp->status == KV_XFER_FINISH ? "FINISH" : "CONTINUE", text);
 }

@@ -373,6 +373,16 @@ static bool decodes_as(const kv_wire_msg *m, const uint8_t *buf, size_t len) {
 }
 #endif
 
+size_t kv_wire_printable(const char *text, size_t text_len, char *out, size_t cap) {
+    size_t n = 0;
+    for (; n + 1 < cap && n < text_len && text[n]; n++) {
+        unsigned char ch = (unsigned char)text[n];
+        out[n] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+    }
+    out[n] = 0;
+    return n;
+}
+
 bool kv_wire_encoded_ok(const kv_wire_msg *m, const uint8_t *buf, size_t len) {
     if (!m || !buf || len < KV_WIRE_HDR_BYTES || len - KV_WIRE_HDR_BYTES > UINT32_MAX) return false;
     if (buf[0] != 'K' || buf[1] != 'V' || buf[2] != KV_WIRE_VERSION || buf[3] != m->type) return false; /* C1 */

@@ -219,15 +219,10 @@ Test(assert_bootstrap, invariants_catch_an_impossible_tp_size) {
 /* A bootstrap_down fault of arg ms makes the service answer "not found"
  * from the moment it arrives until arg ms later, exclusive: a query at the
  * last nanosecond of the window misses, one at its end is answered. The
- * service reads the time from its env, here a clock the test sets. */
-static uint64_t boot_clock;
-static uint64_t boot_now(void *ctx) {
-    (void)ctx;
-    return boot_clock;
-}
+ * service reads the time from its env: the test env's clock, set here. */
 
 static void boot_post_at(sim_rt *rt, uint32_t to, uint64_t at, uint32_t kind, const void *p, uint32_t len) {
-    boot_clock = at;
+    te.now_ns = at;
     kv_rt_post(sim_rt_iface(rt), to, kind, p, len);
     for (uint32_t i = 0; i < 16; i++) { /* the message, then its reply */
         sim_rt_deliver_due(rt);
@@ -239,16 +234,13 @@ static void boot_post_at(sim_rt *rt, uint32_t to, uint64_t at, uint32_t kind, co
 
 Test(assert_bootstrap, down_window_ends_at_its_last_nanosecond) {
     test_env_init(&te);
-    static kv_env env;
-    env = te.env;
-    env.now_ns = boot_now;
     sim_choice ch;
     sim_choice_init(&ch, NULL, 0, 3);
     sim_rt *rt;
     sim_rt_cfg rc = {.events_max = 64, .arena_bytes = 1 << 16, .lat_min_ns = 0, .lat_max_ns = 0};
     cr_assert_eq(sim_rt_new(&te.env, &rc, &ch, &rt), KV_OK);
     kv_bootstrap *b;
-    cr_assert_eq(kv_bootstrap_new(&env, sim_rt_iface(rt), 0, &b), KV_OK);
+    cr_assert_eq(kv_bootstrap_new(&te.env, sim_rt_iface(rt), 0, &b), KV_OK);
     static uint32_t replies;
     uint32_t client;
     cr_assert_eq(kv_rt_spawn(sim_rt_iface(rt), "client", 1, sink, &replies, 4096, &client), KV_OK);

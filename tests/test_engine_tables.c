@@ -262,6 +262,14 @@ static void fill_as_scalar(uint8_t *out, uint32_t pos, uint32_t group, uint32_t 
     cr_assert(kv_verify_block(out, &big_tokens, pos, 16, 200, group, 1, 3, head_bytes), "path %d", (int)p);
 }
 
+/* A process fills and verifies on the best path its CPU has from its load,
+ * before anything forced one (criterion runs each test in a process of its
+ * own), and kvconn's tools print it with --version. */
+Test(kv_data, the_best_path_is_used_from_load) {
+    cr_assert_eq(kv_simd_used(), kv_simd_best(), "path %s in use, the CPU has %s", kv_simd_name(kv_simd_used()),
+                 kv_simd_name(kv_simd_best()));
+}
+
 /* Each path this CPU has (scalar always), forced in turn: the frozen values,
  * the same bytes as the scalar path for big heads (unaligned, and aligned:
  * the streaming-store path), and verify finds one flipped byte anywhere in

@@ -891,3 +891,26 @@ Test(wire, store_block_sizes_are_one_to_the_maximum) {
         cr_assert_eq(decode_exact(g_buf, n, &g_out), KV_EPROTO, "type %u: a 0-byte block size is rejected", sized[t]);
     }
 }
+
+/* A peer's text goes to a log as one printable line: every byte outside
+ * 0x20..0x7e (controls, DEL, the high half) as '?', cut at its NUL, its
+ * length or the output's room. */
+Test(wire, peer_text_is_printed_as_one_printable_line) {
+    char in[256], out[300];
+    for (int i = 0; i < 255; i++) in[i] = (char)(i + 1); /* bytes 1..255 */
+    in[255] = 0;
+    cr_assert_eq(kv_wire_printable(in, sizeof in, out, sizeof out), 255u);
+    for (int i = 0; i < 255; i++) {
+        unsigned char b = (unsigned char)(i + 1);
+        char want = b >= 0x20 && b <= 0x7e ? (char)b : '?';
+        cr_assert_eq(out[i], want, "byte 0x%02x printed as 0x%02x", b, (unsigned char)out[i]);
+    }
+    cr_assert_eq(out[255], 0);
+    cr_assert_eq(kv_wire_printable("P num blocks less than D\nX", 100, out, 11), 10u);
+    cr_assert_str_eq(out, "P num bloc");
+    cr_assert_eq(kv_wire_printable("abc", 2, out, sizeof out), 2u);
+    cr_assert_str_eq(out, "ab");
+    cr_assert_eq(kv_wire_printable("a\0b", 3, out, sizeof out), 1u);
+    cr_assert_eq(kv_wire_printable("abc", 3, out, 1), 0u);
+    cr_assert_str_eq(out, "");
+}

@@ -38,6 +38,7 @@ void kv_cli_version(FILE *out, const char *tool) {
 #else
     fputs(" none (production build: compiled out)\n", out);
 #endif
+    fprintf(out, "kv fill/verify path: %s\n", kv_simd_name(kv_simd_used()));
 }
 
 kv_cli_build kv_cli_build_info(void) {

@@ -142,4 +142,10 @@ kv_status kv_wire_decode(const uint8_t *buf, size_t len, kv_wire_msg *out);
  * only ever decoded, never asserted on. */
 bool kv_wire_encoded_ok(const kv_wire_msg *m, const uint8_t *buf, size_t len);
 
+/* A peer's text (a response's err_msg) as one printable line for a log:
+ * at most cap - 1 bytes of text up to its NUL (or text_len), each byte
+ * outside printable ASCII (0x20..0x7e) written as '?', NUL-ended; returns
+ * the length written. cap > 0. */
+size_t kv_wire_printable(const char *text, size_t text_len, char *out, size_t cap);
+
 #endif

@@ -8,16 +8,35 @@
 #include "kvconn/actor.h"
 
 static uint64_t te_now(void *ctx) { return ((test_env *)ctx)->now_ns; }
+/* Every allocation sits between a header holding its size and a guard of
+ * TE_GUARD bytes after it; the release checks the guard, so a write past
+ * the end of what the code asked for fails the test that frees it (abort:
+ * the suite names the test), without a sanitizer. */
+#define TE_HEAD 16u
+#define TE_GUARD 16u
+#define TE_GUARD_BYTE 0xfd
 static void *te_alloc(void *ctx, size_t n) {
     test_env *te = ctx;
     if (++te->allocs == te->fail_alloc) return NULL;
-    void *p = calloc(1, n ? n : 1);
-    te->live += p != NULL;
-    return p;
+    uint8_t *p = calloc(1, TE_HEAD + n + TE_GUARD);
+    if (!p) return NULL;
+    memcpy(p, &n, sizeof n);
+    memset(p + TE_HEAD + n, TE_GUARD_BYTE, TE_GUARD);
+    te->live++;
+    return p + TE_HEAD;
 }
-static void te_release(void *ctx, void *p) {
+static void te_release(void *ctx, void *q) {
     test_env *te = ctx;
-    te->live -= p != NULL;
+    if (!q) return;
+    uint8_t *p = (uint8_t *)q - TE_HEAD;
+    size_t n;
+    memcpy(&n, p, sizeof n);
+    for (uint32_t i = 0; i < TE_GUARD; i++)
+        if (p[TE_HEAD + n + i] != TE_GUARD_BYTE) {
+            fprintf(stderr, "test_env: an allocation of %zu bytes was written past its end (byte %u after it)\n", n, i);
+            abort();
+        }
+    te->live--;
     free(p);
 }
 static uint64_t te_rand(void *ctx) {

@@ -1,7 +1,9 @@
 /* tests/support/test_env.h — a kv_env for unit tests: libc heap, a settable
  * clock, a seeded PRNG, and a violation recorder the test can inspect. The
  * heap counts what it hands out and takes back, and can refuse one
- * allocation: a constructor's failure paths, one allocation at a time. */
+ * allocation: a constructor's failure paths, one allocation at a time. Each
+ * allocation has a guard after it, checked when it is released: a write
+ * past its end aborts the test. */
 #ifndef KVCONN_TEST_ENV_H
 #define KVCONN_TEST_ENV_H
 
