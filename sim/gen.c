@@ -243,10 +243,10 @@ static void gen_store_lookups(sim_choice *c, sim_world_cfg *cfg) {
 }
 
 /* Speculative decoding in one run of four without a recurrent group: 1-4
- * draft tokens per decode step on every engine (D's decode, and every
- * engine of a store-only run), so drafts take blocks at block ends, roll
- * back, and meet preemption, prefix caching and the store's saves. Drawn
- * last, after gen_store_lookups. */
+ * draft tokens per decode step on every engine (D's decode steps: P
+ * generates one token, so it takes none), so drafts take blocks at block
+ * ends, roll back, and meet preemption, prefix caching, pulls and store
+ * loads. Drawn last, after gen_store_lookups. */
 static void gen_spec(sim_choice *c, sim_world_cfg *cfg) {
     if (sim_choice_below(c, 4) != 0) return;
     for (uint32_t g = 0; g < cfg->n_groups; g++)
