@@ -818,7 +818,7 @@ static void merge_result(kv_engine *e, const kv_m_step_result *res) {
  * load error can reset what a request computed. A request no longer
  * running generates nothing: all its drafts go. */
 static void take_drafts(kv_engine *e) {
-    for (uint32_t i = 0; i < e->step.n_reqs; i++) {
+    for (uint32_t i = 0; e->cfg.num_spec && i < e->step.n_reqs; i++) {
         const kv_step_req *q = &e->step.req[i];
         kv_sreq *s = q->num_spec ? find(e, q->id) : NULL;
         if (!s) continue;

@@ -68,7 +68,8 @@ bool kv_req_edge_ok(kv_req_status from, kv_req_status to) {
 
 bool kv_req_invariants(const kv_env *env, uint32_t engine, const kv_req *r) {
     if (!REQ_ASSERT(r->status < KV_RS_COUNT, "request %u: status %u", r->id, r->status)) return false;
-    if (!REQ_ASSERT(r->prompt_len > 0 && r->num_spec <= KV_SPEC_MAX && r->num_computed <= kv_req_num_tokens(r) + r->num_spec,
+    if (!REQ_ASSERT(r->prompt_len > 0 && r->num_spec <= KV_SPEC_MAX &&
+                        r->num_computed <= kv_req_num_tokens(r) + r->num_spec,
                     "request %u (%s): num_computed %u, prompt_len %u + num_output %u + drafts %u", r->id,
                     kv_req_status_name((kv_req_status)r->status), r->num_computed, r->prompt_len, r->num_output,
                     r->num_spec))

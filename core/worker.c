@@ -141,7 +141,8 @@ static bool step_ok(const kv_worker *w, const kv_step *st) {
     for (uint32_t i = 0; KV_CHECKED && i < st->n_reqs; i++) {
         const kv_step_req *q = &st->req[i];
         if (!KV_ASSERT_CHECKED(w->env, w->cfg.index, q->blocks.n_groups == w->cfg.n_groups && q->num_scheduled > 0 &&
-                              q->num_spec < q->num_scheduled && q->computed_before + q->num_scheduled <= q->num_tokens + q->num_spec &&
+                              q->num_spec < q->num_scheduled &&
+                              q->computed_before + q->num_scheduled <= q->num_tokens + q->num_spec &&
                               kv_cdiv(q->computed_before + q->num_scheduled, w->cfg.block_size) <= q->blocks.n[0],
                        "engine %u rank %u worker: step %llu request %u: %u groups, [%u, +%u) of %u tokens, %u blocks",
                        w->cfg.index, w->rank, (unsigned long long)st->step_no, q->id, q->blocks.n_groups,

@@ -87,6 +87,18 @@ static uint32_t first_read(const kv_engine_cfg *cfg, uint32_t g, uint32_t end, u
     return 0;
 }
 
+/* What is wrong with position pos of group g in the request's table on this
+ * rank, given the digest its bytes must derive from; NULL: nothing. *id
+ * gets the block there. */
+static const char *block_wrong(kv_worker *w, const kv_step_req *q, uint32_t g, uint32_t pos, uint64_t digest,
+                               uint32_t *id) {
+    *id = pos < q->blocks.n[g] ? q->blocks.id[g][pos] : KV_NULL_BLOCK;
+    if (*id == KV_NULL_BLOCK || *id >= w->capacity) return "has no block";
+    return ref_block_ok(kv_worker_kv(w, g, *id), digest, g, w->head_lo, w->head_hi, w->cfg.head_bytes)
+               ? NULL
+               : "holds the wrong bytes";
+}
+
 static void check_req(sim_check *c, kv_worker *w, uint32_t engine, const kv_step_req *q) {
     const kv_engine_cfg *cfg = &w->cfg;
     uint32_t end = q->computed_before + q->num_scheduled;
@@ -97,14 +109,11 @@ static void check_req(sim_check *c, kv_worker *w, uint32_t engine, const kv_step
     c->first_token_checks++;
     for (uint32_t g = 0; g < cfg->n_groups; g++) {
         for (uint32_t pos = first_read(cfg, g, end, last); pos < last; pos++) {
-            uint32_t id = pos < q->blocks.n[g] ? q->blocks.id[g][pos] : KV_NULL_BLOCK;
-            const char *what = NULL;
-            if (id == KV_NULL_BLOCK || id >= w->capacity) what = "has no block";
-            else if (!ref_block_ok(kv_worker_kv(w, g, id),
-                                   cfg->group[g].kind == KV_GROUP_MAMBA ? ref_state(&q->tokens, end)
-                                                                        : kv_block_digest_m(&dm, pos),
-                                   g, w->head_lo, w->head_hi, cfg->head_bytes))
-                what = "holds the wrong bytes";
+            uint32_t id;
+            const char *what = block_wrong(w, q, g, pos,
+                                           cfg->group[g].kind == KV_GROUP_MAMBA ? ref_state(&q->tokens, end)
+                                                                                : kv_block_digest_m(&dm, pos),
+                                           &id);
             if (!what) continue;
             kv_violate(c->v.env, KV_INV_DATA, engine, q->id,
                        "first token of request %u on engine %u rank %u (%u tokens, %u computed before this step): "
@@ -127,12 +136,8 @@ static void check_decode(sim_check *c, kv_worker *w, uint32_t engine, const kv_s
     for (uint32_t g = 0; g < cfg->n_groups; g++) {
         uint32_t from = first_read(cfg, g, end, last), lo = (cb - 1) / bs;
         for (uint32_t pos = from > lo ? from : lo; pos < last; pos++) {
-            uint32_t id = pos < q->blocks.n[g] ? q->blocks.id[g][pos] : KV_NULL_BLOCK;
-            const char *what = NULL;
-            if (id == KV_NULL_BLOCK || id >= w->capacity) what = "has no block";
-            else if (!ref_block_ok(kv_worker_kv(w, g, id), kv_block_digest_drafts(&q->tokens, pos, bs, end, &drafts), g,
-                                   w->head_lo, w->head_hi, cfg->head_bytes))
-                what = "holds the wrong bytes";
+            uint32_t id;
+            const char *what = block_wrong(w, q, g, pos, kv_block_digest_drafts(&q->tokens, pos, bs, end, &drafts), &id);
             if (!what) continue;
             kv_violate(c->v.env, KV_INV_DATA, engine, q->id,
                        "decode step of request %u on engine %u rank %u ([%u, %u), %u drafts, %u kept): group %u (%s) "

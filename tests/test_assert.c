@@ -190,37 +190,47 @@ static void sink(void *self, const kv_msg *m) {
     ++*(uint32_t *)self;
 }
 
+/* The bootstrap service alone on a simulated runtime whose messages take
+ * lat_ns, with a client actor that counts its replies. */
+static sim_choice boot_ch;
+static sim_rt *boot_rt;
+static kv_bootstrap *boot;
+static uint32_t boot_client, boot_replies;
+
+static void boot_alone(uint64_t lat_ns) {
+    test_env_init(&te);
+    sim_choice_init(&boot_ch, NULL, 0, 3);
+    sim_rt_cfg rc = {.events_max = 64, .arena_bytes = 1 << 16, .lat_min_ns = lat_ns, .lat_max_ns = 2 * lat_ns};
+    cr_assert_eq(sim_rt_new(&te.env, &rc, &boot_ch, &boot_rt), KV_OK);
+    cr_assert_eq(kv_bootstrap_new(&te.env, sim_rt_iface(boot_rt), 0, &boot), KV_OK);
+    boot_replies = 0;
+    cr_assert_eq(kv_rt_spawn(sim_rt_iface(boot_rt), "client", 1, sink, &boot_replies, 4096, &boot_client), KV_OK);
+    te.actor = boot->actor; /* the test env names the running actor: the bootstrap's own */
+}
+
+static void boot_free(void) {
+    kv_bootstrap_free(boot);
+    sim_rt_free(boot_rt);
+}
+
 /* Invariant function (B1-B2): an engine whose TP size is outside 1..4 is
  * caught at the service's next message, whoever sends it. */
 Test(assert_bootstrap, invariants_catch_an_impossible_tp_size) {
-    test_env_init(&te);
-    te.quiet = 1;
-    sim_choice ch;
-    sim_choice_init(&ch, NULL, 0, 3);
-    sim_rt *rt;
-    sim_rt_cfg rc = {.events_max = 64, .arena_bytes = 1 << 16, .lat_min_ns = 1000, .lat_max_ns = 2000};
-    cr_assert_eq(sim_rt_new(&te.env, &rc, &ch, &rt), KV_OK);
-    kv_bootstrap *b;
-    cr_assert_eq(kv_bootstrap_new(&te.env, sim_rt_iface(rt), 0, &b), KV_OK);
-    static uint32_t replies;
-    uint32_t client;
-    cr_assert_eq(kv_rt_spawn(sim_rt_iface(rt), "client", 1, sink, &replies, 4096, &client), KV_OK);
-    te.actor = b->actor; /* the test env names the running actor: the bootstrap's own */
+    boot_alone(1000);
+    sim_rt *rt = boot_rt;
+    kv_bootstrap *b = boot;
+    uint32_t client = boot_client;
     b->tp[2] = 9;
     kv_m_boot_query q = {.engine = 2, .reply_to = client};
     kv_rt_post(sim_rt_iface(rt), b->actor, KV_M_BOOT_QUERY, &q, sizeof q);
     sim_rt_deliver_due(rt);
     cr_assert(sim_rt_run_one(rt));
     expect_assert("core/bootstrap.c:", "engine 2 with TP 9");
-    kv_bootstrap_free(b);
-    sim_rt_free(rt);
+    boot_free();
 }
 
-/* A bootstrap_down fault of arg ms makes the service answer "not found"
- * from the moment it arrives until arg ms later, exclusive: a query at the
- * last nanosecond of the window misses, one at its end is answered. The
- * service reads the time from its env: the test env's clock, set here. */
-
+/* Posts a message at `at` (the test env's clock, which the service reads)
+ * and runs it and what it sends. */
 static void boot_post_at(sim_rt *rt, uint32_t to, uint64_t at, uint32_t kind, const void *p, uint32_t len) {
     te.now_ns = at;
     kv_rt_post(sim_rt_iface(rt), to, kind, p, len);
@@ -232,35 +242,28 @@ static void boot_post_at(sim_rt *rt, uint32_t to, uint64_t at, uint32_t kind, co
     }
 }
 
+/* A bootstrap_down fault of arg ms makes the service answer "not found"
+ * from the moment it arrives until arg ms later, exclusive: a query at the
+ * last nanosecond of the window misses, one at its end is answered. */
 Test(assert_bootstrap, down_window_ends_at_its_last_nanosecond) {
-    test_env_init(&te);
-    sim_choice ch;
-    sim_choice_init(&ch, NULL, 0, 3);
-    sim_rt *rt;
-    sim_rt_cfg rc = {.events_max = 64, .arena_bytes = 1 << 16, .lat_min_ns = 0, .lat_max_ns = 0};
-    cr_assert_eq(sim_rt_new(&te.env, &rc, &ch, &rt), KV_OK);
-    kv_bootstrap *b;
-    cr_assert_eq(kv_bootstrap_new(&te.env, sim_rt_iface(rt), 0, &b), KV_OK);
-    static uint32_t replies;
-    uint32_t client;
-    cr_assert_eq(kv_rt_spawn(sim_rt_iface(rt), "client", 1, sink, &replies, 4096, &client), KV_OK);
-    te.actor = b->actor; /* the test env names the running actor: the bootstrap's own */
+    boot_alone(0);
+    sim_rt *rt = boot_rt;
+    kv_bootstrap *b = boot;
     kv_wire_boot reg = {.engine = 0, .tp_size = 1, .tp_rank = 0};
     snprintf(reg.addr[0].s, sizeof reg.addr[0].s, "sim:2/0");
     boot_post_at(rt, b->actor, 1000, KV_M_BOOT_REG, &reg, sizeof reg);
     kv_m_fault f = {.kind = KV_F_BOOT_DOWN, .arg = 3};
     boot_post_at(rt, b->actor, 5000000, KV_M_FAULT, &f, sizeof f); /* down until 8 ms */
-    kv_m_boot_query q = {.engine = 0, .reply_to = client};
+    kv_m_boot_query q = {.engine = 0, .reply_to = boot_client};
     boot_post_at(rt, b->actor, 8000000 - 1, KV_M_BOOT_QUERY, &q, sizeof q);
     cr_assert(b->queries == 1 && b->misses == 1, "a query at 8 ms - 1 ns: %llu queries, %llu misses",
               (unsigned long long)b->queries, (unsigned long long)b->misses);
     boot_post_at(rt, b->actor, 8000000, KV_M_BOOT_QUERY, &q, sizeof q);
     cr_assert(b->queries == 2 && b->misses == 1, "a query at 8 ms is answered: %llu queries, %llu misses",
               (unsigned long long)b->queries, (unsigned long long)b->misses);
-    cr_assert_eq(replies, 2);
+    cr_assert_eq(boot_replies, 2);
     cr_assert_eq(te.n_violations, 0);
-    kv_bootstrap_free(b);
-    sim_rt_free(rt);
+    boot_free();
 }
 
 /* ---- inside simulated runs ------------------------------------------------------------ */
