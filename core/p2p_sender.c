@@ -818,15 +818,19 @@ void kv_p2p_sender_free(kv_p2p_sender *s) {
  * no free run for the largest pull. An uncapped pool always has a run for
  * every pull its requests can make. */
 bool kv_p2p_sender_saturated(const kv_p2p_sender *s) {
-    uint32_t free_pulls = 0, run = 0, best = 0, entries = 0;
-    for (uint32_t i = 0; i < s->n_entries; i++) entries += s->key[i] != 0;
-    for (uint32_t i = 0; i < SND_PULLS_MAX; i++) free_pulls += !s->pull[i].used;
-    bool capped = s->n_preqs == SND_PREQS_MAX;
-    for (uint32_t i = 0; capped && i < s->n_preqs; i++) {
+    /* each scan stops at the first free slot: the checker asks this after
+     * every event of the sender */
+    bool pull_free = false, entry_free = false;
+    for (uint32_t i = 0; i < SND_PULLS_MAX && !pull_free; i++) pull_free = !s->pull[i].used;
+    if (!pull_free) return true;
+    for (uint32_t i = 0; i < s->n_entries && !entry_free; i++) entry_free = s->key[i] == 0;
+    if (!entry_free) return true;
+    if (s->n_preqs != SND_PREQS_MAX) return false;
+    for (uint32_t i = 0, run = 0; i < s->n_preqs; i++) {
         run = s->preq_used[i] ? 0 : run + 1;
-        if (run > best) best = run;
+        if (run >= KV_PULL_REQS_MAX) return false;
     }
-    return free_pulls == 0 || (capped && best < KV_PULL_REQS_MAX) || entries == s->n_entries;
+    return true;
 }
 
 uint32_t kv_p2p_sender_state(const kv_p2p_sender *s) {
