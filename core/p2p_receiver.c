@@ -676,8 +676,9 @@ void kv_p2p_receiver_free(kv_p2p_receiver *r) {
 bool kv_p2p_receiver_saturated(const kv_p2p_receiver *r) {
     bool req_free = false, batch_free = false; /* each scan stops at the first free slot */
     for (uint32_t i = 0; i < r->n_req && !req_free; i++) req_free = !r->req[i].used;
-    for (uint32_t i = 0; i < RCV_BATCHES_MAX && !batch_free && req_free; i++) batch_free = !r->batch[i].used;
-    return !req_free || !batch_free;
+    if (!req_free) return true;
+    for (uint32_t i = 0; i < RCV_BATCHES_MAX && !batch_free; i++) batch_free = !r->batch[i].used;
+    return !batch_free;
 }
 
 uint32_t kv_p2p_receiver_state(const kv_p2p_receiver *r) {
