@@ -16,7 +16,8 @@
 #  3. proxy, prefill engines 0 and 1 (TP 2) and a decode engine with
 #     --http-bootstrap: prefill engine 0 serves it (port 0: it prints which),
 #     both prefill engines register every TP rank at their sender's address,
-#     the query lists exactly those, D prints what it lists, and the run is
+#     the query (before D starts, so before the run) lists exactly those, D
+#     prints what it lists, and the run is
 #     clean (every request ok, every process exits 0).
 # KVNODE_BUILD picks the build (default build/). Every wait is bounded.
 set -uo pipefail
@@ -136,9 +137,13 @@ HBA=$(sed -n 's/.*serving POST \/register and GET \/query on \([0-9.:]*\) .*/\1/
 [ -n "$HBA" ] || fail "prefill engine 0 did not say where it serves"
 "$K" --role prefill --index 1 --tp 2 --proxy "127.0.0.1:$PXP" --http-bootstrap "$HBA" 2>"$tmp/p1.err" &
 P1=$!; pids+=("$P1")
-"$K" --role decode --index 2 --tp 2 --proxy "127.0.0.1:$PXP" --http-bootstrap "$HBA" 2>"$tmp/d.err" &
-D=$!; pids+=("$D")
-for _ in $(seq 200); do [ "$(grep -c '^\[P1\] http bootstrap: registered' "$tmp/p1.err")" -eq 2 ] && break; sleep 0.05; done
+# The proxy drives no request before every engine is up, so until D starts
+# the engines stay up: the query below cannot race the run's end.
+registered() { grep -c "^\[$1\] http bootstrap: registered kvnode-" "$tmp/$2"; }
+for _ in $(seq 200); do
+  [ "$(registered P0 p0.err)" -eq 2 ] && [ "$(registered P1 p1.err)" -eq 2 ] && break
+  sleep 0.05
+done
 U=http://$HBA
 call GET /query; expect 200 kvnode-P1 "query of the engines' registrations"
 want=$(cat "$tmp"/p0.err "$tmp"/p1.err | sed -n 's/^\[P[01]\] http bootstrap: registered kvnode-P\([01]\) dp [01] tp \([01]\) pp 0 as \(tcp:[^ ]*\) with.*/\1 \2 \3/p' | sort)
@@ -146,11 +151,14 @@ got=$(pyjson 'print("\n".join("%s %s %s" % (dp, tp, a) for dp, e in d.items() fo
 [ "$(printf '%s\n' "$want" | grep -c tcp)" -eq 4 ] || fail "the engines registered $(printf '%s\n' "$want" | grep -c tcp) ranks, wanted 4"
 [ "$want" = "$got" ] || fail "the query lists '$got', the engines registered '$want'"
 pyjson 'assert d["0"]["engine_id"] == "kvnode-P0" and d["1"]["engine_id"] == "kvnode-P1"' || fail "engine ids: $BODY"
+"$K" --role decode --index 2 --tp 2 --proxy "127.0.0.1:$PXP" --http-bootstrap "$HBA" 2>"$tmp/d.err" &
+D=$!; pids+=("$D")
 waitfor "$PX" 120; rc=$?
 [ "$rc" -eq 0 ] || fail "the proxy exited $rc"
 for p in "$P0" "$P1" "$D"; do waitfor "$p" 20 || fail "an engine exited non-zero"; done
 ok=$(python3 -c "import json; print(json.load(open('$tmp/px.json'))['ok'])")
 [ "$ok" = 200 ] || fail "$ok of 200 requests ok"
 grep -q '^\[D2\] http bootstrap: engine kvnode-P0 dp 0 tp 1 pp 0 at tcp://' "$tmp/d.err" || fail "D did not print what the query lists"
+[ "$(grep -c '^\[D2\] http bootstrap: engine kvnode-P[01] ' "$tmp/d.err")" -eq 4 ] || fail "D listed $(grep -c '^\[D2\] http bootstrap: engine ' "$tmp/d.err") ranks, wanted 4"
 echo "http_boot: P0 serves, 4 ranks of 2 prefill engines registered at their senders' addresses, D queried, 200/200 ok"
 echo "http_boot: ok"
