@@ -537,6 +537,68 @@ Test(assert_sim, engine_precondition_refuses_a_result_from_a_rank_it_lacks) {
     run_broken(result_from_rank_7, "core/engine.c:", "result from rank 7 of 1");
 }
 
+/* Invariant, checked tier: a request's slot is never freed while a queue
+ * names it (delete_req walks both queues). */
+static bool delete_running(void) {
+    kv_engine *d = eng(1);
+    for (uint32_t i = 0; i < d->n_running; i++) {
+        kv_sreq *s = &d->req[d->running[i]];
+        if (s->r.status == KV_RS_RUNNING) return shim_engine_delete(d, s->r.id);
+    }
+    return false;
+}
+Test(assert_sim, engine_refuses_to_free_a_slot_still_queued) {
+    NEED_CHECKED();
+    p2p_two(8);
+    run_broken(delete_running, "core/engine.c:", "while queued (running)");
+}
+
+/* update_from_output's invalid blocks (merge_bad_block): ranks list the
+ * same block once; a block that no longer fits the step's list (256, the
+ * ranks disagreeing) fails the request that holds it instead of being
+ * dropped, which would count it as loaded. Watched on D at a fill, on a
+ * request holding a block of group 0: a list of 256 blocks nobody holds
+ * from one rank, then that request's block from another (the results
+ * merged into a copy of the step's aggregate). */
+static int merge_checked, merge_dedup_failed, merge_fit_failed, merge_over_failed;
+static bool watch_merge(void) {
+    kv_engine *d = eng(1);
+    static kv_m_step_result res[2];
+    for (uint64_t m = d->live; m; m &= m - 1) {
+        const kv_sreq *s = &d->req[__builtin_ctzll(m)];
+        if (!s->r.blocks.n[0] || s->r.blocks.id[0][0] == KV_NULL_BLOCK) continue;
+        kv_bad_block mine = {.group = 0, .block = s->r.blocks.id[0][0]};
+        memset(res, 0, sizeof res);
+        res[0].rank = res[1].rank = 0; /* D has one rank: its results twice stand for two ranks' */
+        res[1].out.invalid_blocks.n = 1;
+        res[1].out.invalid_blocks.e[0] = mine;
+        /* fits: listed, not failed; listed by both ranks: still not failed */
+        merge_fit_failed += shim_engine_merge_fails(d, &res[1], 1, s->r.id);
+        res[0].out.invalid_blocks.n = 1;
+        res[0].out.invalid_blocks.e[0] = mine;
+        merge_dedup_failed += shim_engine_merge_fails(d, res, 2, s->r.id);
+        res[0].out.invalid_blocks.n = KV_BAD_BLOCKS_MAX;
+        for (uint32_t i = 0; i < KV_BAD_BLOCKS_MAX; i++)
+            res[0].out.invalid_blocks.e[i] = (kv_bad_block){.group = 0, .block = 1000000u + i};
+        merge_over_failed += shim_engine_merge_fails(d, res, 2, s->r.id);
+        merge_checked++;
+        return true;
+    }
+    return false;
+}
+Test(assert_sim, a_bad_block_past_the_steps_list_fails_its_request) {
+    p2p_two(8);
+    brk = watch_merge;
+    broke = 0;
+    merge_checked = merge_dedup_failed = merge_fit_failed = merge_over_failed = 0;
+    cr_assert_eq(sim_world_run(W, &C, NULL, &R), KV_OK);
+    cr_assert(!R.violated, "%s: %s", kv_inv_name(R.inv), R.detail);
+    cr_assert_eq(merge_checked, 1, "no fill on D with a request holding a block");
+    cr_expect_eq(merge_fit_failed, 0, "a bad block that fits the list failed its request");
+    cr_expect_eq(merge_dedup_failed, 0, "a bad block two ranks listed failed its request (listed twice?)");
+    cr_expect_eq(merge_over_failed, 1, "a bad block past the list's %u did not fail its request", KV_BAD_BLOCKS_MAX);
+}
+
 /* -- p2p -- */
 
 /* Invariant function, checked tier (S5): a request slot no pull holds. */

@@ -77,6 +77,10 @@ void shim_store_lookup_flip_busy(kv_store_lookup *l);        /* L2 */
 bool shim_multi_sched_choice_without_hit(kv_engine *e);      /* M3 */
 /* shim_worker.c: the forward pass of one step */
 void shim_worker_forward(kv_worker *w, const kv_step *st);
+/* shim_engine.c: n ranks' results merged into the step's aggregate (put
+ * back after): is request id then failed? */
+bool shim_engine_merge_fails(kv_engine *e, const kv_m_step_result *res, uint32_t n, uint32_t id);
+bool shim_engine_delete(kv_engine *e, uint32_t id); /* the request's slot freed, queued or not */
 /* shim_multi_worker.c */
 void shim_multi_worker_duplicate_hold(kv_worker *w);         /* N2 */
 
